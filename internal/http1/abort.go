@@ -1,0 +1,17 @@
+package http1
+
+import "errors"
+
+// errAborted marks a response the handler gave up on (not seen by users).
+var errAborted = errors.New("http1: response aborted by the handler")
+
+// Abort ends the response early: bytes already buffered are flushed, no
+// chunked terminator is written, and the connection is closed after the
+// handler returns, so the client sees a truncated response rather than a
+// complete one (used when an app fails after its head was sent).
+func (w *ResponseWriter) Abort() {
+	if w.err == nil {
+		_ = w.bw.Flush() // best effort: the connection closes anyway
+		w.err = errAborted
+	}
+}

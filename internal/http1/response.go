@@ -1,0 +1,368 @@
+package http1
+
+import (
+	"bufio"
+	"io"
+	"os"
+	"strconv"
+	"sync/atomic"
+	"time"
+)
+
+// ResponseWriter writes the response to one request. The server reuses one
+// per connection; it must not be used after the handler returns.
+//
+// Life of a write: the handler's WriteHead/Write bytes go to the
+// connection's bufio.Writer (4 KiB); chunk framing is added here for
+// chunked responses; the bufio.Writer writes to connWriter, which arms the
+// write deadline (Server.WriteTimeout) before each socket write and turns
+// errors into ErrClientGone.
+type ResponseWriter struct {
+	c       *conn
+	bw      *bufio.Writer
+	req     *Request
+	started bool
+	status  int
+
+	noBody   bool  // HEAD, 204, 304: body bytes are discarded
+	chunked  bool  // framing is chunked
+	declared int64 // Content-Length given to WriteHead, -1 if none
+	written  int64 // body bytes accepted so far
+	close    bool  // Connection: close was sent; close after this response
+	err      error // first write error (sticky)
+}
+
+func (w *ResponseWriter) reset(c *conn, req *Request) {
+	*w = ResponseWriter{c: c, bw: c.bw, req: req, declared: -1}
+}
+
+// Started reports whether WriteHead (or WriteSimple) has been called.
+func (w *ResponseWriter) Started() bool { return w.started }
+
+// WriteHead writes the status line and header section to the buffer.
+//
+// statusLine is e.g. "404 Not Found", already validated by the caller
+// (three digits, SP, a reason with no CR or LF). header is a pre-serialised
+// block of "Name: value\r\n" lines, already validated by the caller, and
+// must not contain Content-Length, Transfer-Encoding, Connection, Date or
+// Server: WriteHead adds those (RFC 9110 §6.6.1 Date; §10.2.4 Server).
+//
+// contentLength is the body length in bytes, or -1 if unknown: the body is
+// then chunked for HTTP/1.1 (RFC 9112 §7.1) and close-delimited for HTTP/1.0
+// (RFC 9112 §6.3 item 8). close forces "Connection: close"; it is also sent
+// when the client asked to close, when the server is shutting down, and
+// when a 100-continue body was left unrequested (RFC 9110 §10.1.1).
+//
+// status must be 200–999 (ErrBadStatus otherwise). Responses to HEAD and
+// 204/304 responses carry no body (RFC 9110 §6.4.1); for HEAD the declared
+// Content-Length is still sent (RFC 9110 §8.6).
+// Errors: ErrHeadWritten, ErrBadStatus, ErrClientGone.
+func (w *ResponseWriter) WriteHead(status int, statusLine []byte, header []byte, contentLength int64, close bool) error {
+	if err := w.begin(status); err != nil {
+		return err
+	}
+	w.bw.Write(statusLine)
+	return w.finishHead("", header, contentLength, close)
+}
+
+// WriteSimple writes a complete small response: status with its standard
+// reason phrase, Content-Type contentType (omitted if ""), extraHeader (as
+// for WriteHead) and body. For Go-generated answers (errors, health).
+func (w *ResponseWriter) WriteSimple(status int, contentType string, body []byte, extraHeader []byte) error {
+	if err := w.begin(status); err != nil {
+		return err
+	}
+	w.bw.Write(strconv.AppendInt(w.bw.AvailableBuffer(), int64(status), 10))
+	w.bw.WriteByte(' ')
+	w.bw.WriteString(statusText(status))
+	if err := w.finishHead(contentType, extraHeader, int64(len(body)), false); err != nil {
+		return err
+	}
+	_, err := w.Write(body)
+	return err
+}
+
+func (w *ResponseWriter) begin(status int) error {
+	if w.started {
+		return ErrHeadWritten
+	}
+	if status < 200 || status > 999 {
+		return ErrBadStatus
+	}
+	w.started = true
+	w.status = status
+	w.bw.WriteString("HTTP/1.1 ")
+	return nil
+}
+
+func (w *ResponseWriter) finishHead(contentType string, header []byte, n int64, close bool) error {
+	bw, req := w.bw, w.req
+	bw.WriteString("\r\nDate: ")
+	bw.Write(httpDate())
+	bw.WriteString("\r\n")
+	if s := w.c.srv.ServerHeader; s != "" {
+		bw.WriteString("Server: ")
+		bw.WriteString(s)
+		bw.WriteString("\r\n")
+	}
+	if contentType != "" {
+		bw.WriteString("Content-Type: ")
+		bw.WriteString(contentType)
+		bw.WriteString("\r\n")
+	}
+	bw.Write(header)
+
+	w.noBody = req.isHead() || w.status == 204 || w.status == 304
+	switch {
+	case w.status == 204 || w.status == 304:
+		// RFC 9110 §8.6: no Content-Length in 204; none needed for 304.
+	case n >= 0:
+		w.declared = n
+		bw.WriteString("Content-Length: ")
+		bw.Write(strconv.AppendInt(bw.AvailableBuffer(), n, 10))
+		bw.WriteString("\r\n")
+	case req.isHead():
+		// Unknown length and no body: nothing to frame.
+	case req.ProtoMinor == 1:
+		w.chunked = true
+		bw.WriteString("Transfer-Encoding: chunked\r\n")
+	default:
+		close = true // close-delimited for HTTP/1.0
+	}
+	// RFC 9110 §10.1.1: a server that answers without reading a
+	// 100-continue body must close (or read it); we close.
+	if req.Body.expect && !req.Body.sent100 && !req.Body.Done() {
+		close = true
+	}
+	if close || req.Close || w.c.srv.shuttingDown() {
+		w.close = true
+		bw.WriteString("Connection: close\r\n\r\n")
+	} else if req.ProtoMinor == 0 {
+		bw.WriteString("Connection: keep-alive\r\n\r\n")
+	} else {
+		bw.WriteString("\r\n")
+	}
+	return w.check()
+}
+
+// check returns the sticky write error (bufio.Writer keeps the first one).
+func (w *ResponseWriter) check() error {
+	if w.err == nil && w.bw != nil {
+		// bufio.Writer has no accessor; a zero-length write returns its error.
+		if _, err := w.bw.Write(nil); err != nil {
+			w.err = err
+		}
+	}
+	return w.err
+}
+
+// Write writes body bytes to the connection's buffer. It never sends more
+// than the declared Content-Length: the excess is dropped and
+// ErrContentLength returned after the declared count. Bytes are discarded
+// (and len(p) returned) for HEAD, 204 and 304. Errors: ErrNoHead,
+// ErrContentLength, ErrClientGone.
+func (w *ResponseWriter) Write(p []byte) (int, error) {
+	if !w.started {
+		return 0, ErrNoHead
+	}
+	if w.err != nil {
+		return 0, w.err
+	}
+	if w.noBody {
+		return len(p), nil
+	}
+	var cut bool
+	if w.declared >= 0 {
+		if left := w.declared - w.written; int64(len(p)) > left {
+			p, cut = p[:left], true
+		}
+	}
+	if len(p) == 0 {
+		if cut {
+			return 0, ErrContentLength
+		}
+		return 0, nil
+	}
+	if w.chunked {
+		w.bw.Write(strconv.AppendInt(w.bw.AvailableBuffer(), int64(len(p)), 16))
+		w.bw.WriteString("\r\n")
+	}
+	n, err := w.bw.Write(p)
+	if w.chunked && err == nil {
+		_, err = w.bw.WriteString("\r\n")
+	}
+	w.written += int64(n)
+	if err != nil {
+		w.err = err
+		return n, err
+	}
+	if cut {
+		return n, ErrContentLength
+	}
+	return n, nil
+}
+
+// Flush writes the buffered bytes to the socket. Errors: ErrClientGone.
+func (w *ResponseWriter) Flush() error {
+	if w.err != nil {
+		return w.err
+	}
+	if err := w.bw.Flush(); err != nil {
+		w.err = err
+	}
+	return w.err
+}
+
+// sendFileStep is how much one sendfile call may send before the write
+// deadline is re-armed (Server.WriteTimeout bounds each step).
+const sendFileStep = 4 << 20
+
+// SendFile sends n bytes of f starting at offset as body bytes. It flushes
+// the buffer, then uses sendfile(2) through net.TCPConn.ReadFrom (falling
+// back to copying for other connections). It moves f's file offset. As for
+// Write, at most the declared Content-Length is sent (ErrContentLength).
+// Errors: ErrNoHead, ErrContentLength, ErrClientGone, and f's read errors.
+func (w *ResponseWriter) SendFile(f *os.File, offset, n int64) (int64, error) {
+	if !w.started {
+		return 0, ErrNoHead
+	}
+	if w.err != nil {
+		return 0, w.err
+	}
+	if w.noBody || n <= 0 {
+		return 0, nil
+	}
+	var cut bool
+	if w.declared >= 0 && n > w.declared-w.written {
+		n, cut = w.declared-w.written, true
+	}
+	if n == 0 {
+		return 0, ErrContentLength
+	}
+	if w.chunked {
+		w.bw.Write(strconv.AppendInt(w.bw.AvailableBuffer(), n, 16))
+		w.bw.WriteString("\r\n")
+	}
+	if err := w.Flush(); err != nil {
+		return 0, err
+	}
+	if _, err := f.Seek(offset, io.SeekStart); err != nil {
+		return 0, err
+	}
+	var sent int64
+	lr := &io.LimitedReader{R: f}
+	for sent < n {
+		lr.N = min(n-sent, sendFileStep)
+		m, err := w.c.cw.readFrom(lr)
+		sent += m
+		w.written += m
+		if err != nil {
+			w.err = err
+			return sent, err
+		}
+		if m == 0 {
+			// The file is shorter than promised: the response cannot be
+			// completed; finish() will close the connection.
+			return sent, io.ErrUnexpectedEOF
+		}
+	}
+	if w.chunked {
+		w.bw.WriteString("\r\n")
+	}
+	if cut {
+		return sent, ErrContentLength
+	}
+	return sent, nil
+}
+
+// finish completes the response after the handler returned: the chunked
+// terminator and a flush. It reports whether the connection may be reused.
+func (w *ResponseWriter) finish() bool {
+	if w.chunked && w.err == nil {
+		w.bw.WriteString("0\r\n\r\n")
+	}
+	if w.err == nil {
+		if err := w.bw.Flush(); err != nil {
+			w.err = err
+		}
+	}
+	if w.err != nil || w.close {
+		return false
+	}
+	// A body shorter than its Content-Length leaves the client waiting for
+	// bytes that will never come: the connection cannot be reused.
+	if !w.noBody && w.declared >= 0 && w.written < w.declared {
+		return false
+	}
+	return true
+}
+
+// Date cache: the formatted Date value (RFC 9110 §5.6.7 IMF-fixdate) is
+// rebuilt at most once per second and shared through an atomic pointer.
+type dateValue struct {
+	sec int64
+	b   [29]byte
+}
+
+var dateCache atomic.Pointer[dateValue]
+
+func httpDate() []byte {
+	now := time.Now()
+	d := dateCache.Load()
+	if d == nil || d.sec != now.Unix() {
+		d = &dateValue{sec: now.Unix()}
+		now.UTC().AppendFormat(d.b[:0], "Mon, 02 Jan 2006 15:04:05 GMT")
+		dateCache.Store(d)
+	}
+	return d.b[:]
+}
+
+func statusText(code int) string {
+	switch code {
+	case 200:
+		return "OK"
+	case 201:
+		return "Created"
+	case 204:
+		return "No Content"
+	case 301:
+		return "Moved Permanently"
+	case 302:
+		return "Found"
+	case 304:
+		return "Not Modified"
+	case 400:
+		return "Bad Request"
+	case 401:
+		return "Unauthorized"
+	case 403:
+		return "Forbidden"
+	case 404:
+		return "Not Found"
+	case 405:
+		return "Method Not Allowed"
+	case 408:
+		return "Request Timeout"
+	case 413:
+		return "Content Too Large"
+	case 414:
+		return "URI Too Long"
+	case 417:
+		return "Expectation Failed"
+	case 431:
+		return "Request Header Fields Too Large"
+	case 500:
+		return "Internal Server Error"
+	case 501:
+		return "Not Implemented"
+	case 502:
+		return "Bad Gateway"
+	case 503:
+		return "Service Unavailable"
+	case 504:
+		return "Gateway Timeout"
+	case 505:
+		return "HTTP Version Not Supported"
+	}
+	return "Status"
+}

@@ -1,0 +1,674 @@
+package http1
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"runtime/debug"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Handler answers one request. The Request and ResponseWriter are reused
+// by the connection and are valid only until ServeHTTP1 returns.
+type Handler interface{ ServeHTTP1(w *ResponseWriter, r *Request) }
+
+// HandlerFunc adapts a function to Handler.
+type HandlerFunc func(w *ResponseWriter, r *Request)
+
+// ServeHTTP1 calls f(w, r).
+func (f HandlerFunc) ServeHTTP1(w *ResponseWriter, r *Request) { f(w, r) }
+
+// Defaults for the zero fields of Server.
+const (
+	DefaultMaxRequestLineBytes = 8190
+	DefaultMaxHeaderFields     = 100
+	DefaultMaxHeaderFieldBytes = 8190
+	DefaultMaxHeaderBytes      = 64 << 10
+	DefaultHeaderTimeout       = 10 * time.Second
+	DefaultKeepAliveTimeout    = 5 * time.Second
+	DefaultBodyTimeout         = 30 * time.Second
+	DefaultWriteTimeout        = 30 * time.Second
+)
+
+const (
+	// maxDrainBytes bounds how much of a body the handler left unread is
+	// read and discarded to keep the connection; beyond it we close.
+	maxDrainBytes = 256 << 10
+	// maxLeadingCRLF bounds the empty lines skipped before a request-line
+	// (RFC 9112 §2.2: "SHOULD ignore at least one empty line").
+	maxLeadingCRLF = 8
+	// lingerTimeout bounds the wait for the client's FIN after we half-close,
+	// so that unread pipelined bytes do not turn our close into a RST that
+	// destroys the response in flight (cf. net/http closeWriteAndWait).
+	lingerTimeout = 500 * time.Millisecond
+	bufSize       = 4 << 10
+)
+
+// Server serves HTTP/1.0 and HTTP/1.1 (RFC 9112) strictly: framing in
+// doubt is answered with exactly one 4xx/5xx response and the connection
+// is closed. The zero value is a valid configuration apart from Handler.
+// Fields must not be changed after Serve is called.
+type Server struct {
+	Handler Handler // Required.
+
+	// MaxRequestLineBytes limits the request-line, CRLF excluded; longer
+	// lines get 414 (RFC 9110 §15.5.15). Default: DefaultMaxRequestLineBytes
+	// (8190) when zero or negative.
+	MaxRequestLineBytes int
+	// MaxHeaderFields limits the number of header field lines; more get 431
+	// (RFC 6585 §5). Default: DefaultMaxHeaderFields (100).
+	MaxHeaderFields int
+	// MaxHeaderFieldBytes limits one field line (name, colon, value), CRLF
+	// excluded; longer gets 431. Default: DefaultMaxHeaderFieldBytes (8190).
+	MaxHeaderFieldBytes int
+	// MaxHeaderBytes limits the whole header section (field lines with
+	// their CRLFs, request-line excluded); more gets 431. Default:
+	// DefaultMaxHeaderBytes (64 KiB). It is raised to MaxHeaderFieldBytes+2
+	// if smaller, so that a configured field limit is honoured exactly
+	// (case B23).
+	MaxHeaderBytes int
+	// MaxBodyBytes limits the request body in bytes: a larger
+	// Content-Length gets 413 before any body byte is read; a chunked body
+	// growing past it makes Body.Read return ErrBodyTooLarge (413 if no
+	// response has started) and the connection closes. Zero or negative:
+	// unlimited.
+	MaxBodyBytes int64
+	// MaxConcurrency limits the requests being handled at once across all
+	// connections (the InFlight count: from a parsed head until the
+	// response is finished). A request arriving above it gets 503 with
+	// "Retry-After: 1" (RFC 9110 §15.6.4) without reaching the handler.
+	// Idle connections are not counted. Zero or negative: unlimited.
+	MaxConcurrency int
+	// HeaderTimeout bounds the time from accept (for the first request) or
+	// from the first byte of a later request until the end of its header
+	// section. On expiry a 408 is sent if some bytes of the request arrived
+	// (RFC 9110 §15.5.9) and the connection is closed; a connection that
+	// sent nothing is closed silently. Default: DefaultHeaderTimeout (10s).
+	HeaderTimeout time.Duration
+	// KeepAliveTimeout bounds the idle time between requests (never a
+	// request in progress); on expiry the connection is closed silently.
+	// Default: DefaultKeepAliveTimeout (5s).
+	KeepAliveTimeout time.Duration
+	// BodyTimeout bounds the gap between successive socket reads of the
+	// request body (inactivity, not total time); on expiry Body.Read
+	// returns ErrBodyTimeout. Default: DefaultBodyTimeout (30s).
+	BodyTimeout time.Duration
+	// WriteTimeout bounds the time one socket write may block (a client
+	// that stops reading); on expiry writes return ErrClientGone and the
+	// connection closes. Default: DefaultWriteTimeout (30s).
+	WriteTimeout time.Duration
+	// ServerHeader is the value of the Server response header; "" omits it.
+	ServerHeader string
+	// Logger receives handler failures (500s, panics) at error level and
+	// protocol rejections and client disconnects at debug level. Nil
+	// discards.
+	Logger *slog.Logger
+
+	mu        sync.Mutex
+	listeners map[net.Listener]struct{} // guarded by mu
+	conns     map[*conn]struct{}        // guarded by mu
+	closing   atomic.Bool               // set by Shutdown and Close
+	nconns    atomic.Int64
+	inflight  atomic.Int64
+}
+
+func (s *Server) shuttingDown() bool { return s.closing.Load() }
+
+// ActiveConns returns the number of open connections.
+func (s *Server) ActiveConns() int { return int(s.nconns.Load()) }
+
+// InFlight returns the number of requests being handled (see MaxConcurrency).
+func (s *Server) InFlight() int { return int(s.inflight.Load()) }
+
+func (s *Server) logger() *slog.Logger {
+	if s.Logger != nil {
+		return s.Logger
+	}
+	return discardLogger
+}
+
+var discardLogger = slog.New(slog.DiscardHandler)
+
+func orInt(v, d int) int {
+	if v <= 0 {
+		return d
+	}
+	return v
+}
+
+func orDur(v, d time.Duration) time.Duration {
+	if v <= 0 {
+		return d
+	}
+	return v
+}
+
+// limits are the effective values of the Server fields, fixed per conn.
+type limits struct {
+	reqLine, fields, fieldBytes, headerBytes int
+	header, keepAlive, body, write           time.Duration
+}
+
+func (s *Server) limits() limits {
+	l := limits{
+		reqLine:     orInt(s.MaxRequestLineBytes, DefaultMaxRequestLineBytes),
+		fields:      orInt(s.MaxHeaderFields, DefaultMaxHeaderFields),
+		fieldBytes:  orInt(s.MaxHeaderFieldBytes, DefaultMaxHeaderFieldBytes),
+		headerBytes: orInt(s.MaxHeaderBytes, DefaultMaxHeaderBytes),
+		header:      orDur(s.HeaderTimeout, DefaultHeaderTimeout),
+		keepAlive:   orDur(s.KeepAliveTimeout, DefaultKeepAliveTimeout),
+		body:        orDur(s.BodyTimeout, DefaultBodyTimeout),
+		write:       orDur(s.WriteTimeout, DefaultWriteTimeout),
+	}
+	l.headerBytes = max(l.headerBytes, l.fieldBytes+2)
+	return l
+}
+
+// Serve accepts connections on ln and serves each in its own goroutine.
+// It always returns a non-nil error: ErrServerClosed after Shutdown or
+// Close, otherwise the listener's error. Transient accept errors (such as
+// EMFILE) are retried with a back-off of up to 1s.
+func (s *Server) Serve(ln net.Listener) error {
+	s.mu.Lock()
+	if s.shuttingDown() {
+		s.mu.Unlock()
+		return ErrServerClosed
+	}
+	if s.listeners == nil {
+		s.listeners = make(map[net.Listener]struct{})
+		s.conns = make(map[*conn]struct{})
+	}
+	s.listeners[ln] = struct{}{}
+	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		delete(s.listeners, ln)
+		s.mu.Unlock()
+		ln.Close()
+	}()
+
+	var backoff time.Duration
+	lim := s.limits()
+	for {
+		rwc, err := ln.Accept()
+		if err != nil {
+			if s.shuttingDown() {
+				return ErrServerClosed
+			}
+			if errors.Is(err, net.ErrClosed) {
+				return err
+			}
+			backoff = min(max(2*backoff, 5*time.Millisecond), time.Second)
+			s.logger().Warn("http1: accept error; retrying", "err", err, "delay", backoff)
+			time.Sleep(backoff)
+			continue
+		}
+		backoff = 0
+		c := s.newConn(rwc, lim)
+		if c == nil {
+			continue
+		}
+		go c.serve()
+	}
+}
+
+// Shutdown stops accepting, closes idle connections (including new ones
+// that have not sent a byte yet), and waits for the others: a request in
+// progress finishes and its response carries "Connection: close". It
+// returns nil when all connections are gone, or ctx.Err() after
+// force-closing them when ctx is done first.
+func (s *Server) Shutdown(ctx context.Context) error {
+	s.closing.Store(true)
+	s.closeListeners()
+	t := time.NewTicker(10 * time.Millisecond)
+	defer t.Stop()
+	for {
+		s.closeIdle()
+		if s.nconns.Load() == 0 {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			s.Close()
+			return ctx.Err()
+		case <-t.C:
+		}
+	}
+}
+
+// Close closes the listeners and every connection at once. Handlers still
+// running see write errors (ErrClientGone). Serve returns ErrServerClosed.
+func (s *Server) Close() error {
+	s.closing.Store(true)
+	s.closeListeners()
+	s.mu.Lock()
+	for c := range s.conns {
+		c.rwc.Close()
+	}
+	s.mu.Unlock()
+	return nil
+}
+
+func (s *Server) closeListeners() {
+	s.mu.Lock()
+	for ln := range s.listeners {
+		ln.Close()
+	}
+	s.mu.Unlock()
+}
+
+func (s *Server) closeIdle() {
+	s.mu.Lock()
+	for c := range s.conns {
+		if c.state.CompareAndSwap(stateIdle, stateClosed) {
+			c.rwc.Close()
+		}
+	}
+	s.mu.Unlock()
+}
+
+// Connection states (conn.state).
+const (
+	stateIdle   int32 = iota // waiting for the first byte of a request
+	stateActive              // reading, handling or answering a request
+	stateClosed              // closed by Shutdown while idle
+)
+
+// conn is one client connection. Everything but state is owned by the
+// connection's goroutine.
+type conn struct {
+	srv   *Server
+	lim   limits
+	rwc   net.Conn
+	cr    connReader
+	cw    connWriter
+	br    *bufio.Reader
+	bw    *bufio.Writer
+	state atomic.Int32 // also written by Shutdown (CAS idle → closed)
+
+	head    []byte // the current request head; Request slices point here
+	req     Request
+	body    Body
+	w       ResponseWriter
+	scratch []byte // for draining chunked bodies; allocated on first use
+}
+
+var (
+	readerPool = sync.Pool{New: func() any { return bufio.NewReaderSize(nil, bufSize) }}
+	writerPool = sync.Pool{New: func() any { return bufio.NewWriterSize(nil, bufSize) }}
+)
+
+func (s *Server) newConn(rwc net.Conn, lim limits) *conn {
+	c := &conn{srv: s, lim: lim, rwc: rwc}
+	c.cr.c, c.cw.c = c, c
+	c.br = readerPool.Get().(*bufio.Reader)
+	c.br.Reset(&c.cr)
+	c.bw = writerPool.Get().(*bufio.Writer)
+	c.bw.Reset(&c.cw)
+	c.body.c = c
+	c.req.Body = &c.body
+	c.req.RemoteAddr, c.req.LocalAddr = rwc.RemoteAddr(), rwc.LocalAddr()
+	s.mu.Lock()
+	if s.shuttingDown() {
+		s.mu.Unlock()
+		rwc.Close()
+		return nil
+	}
+	s.conns[c] = struct{}{}
+	s.nconns.Add(1)
+	s.mu.Unlock()
+	return c
+}
+
+func (c *conn) release() {
+	c.rwc.Close()
+	s := c.srv
+	s.mu.Lock()
+	delete(s.conns, c)
+	s.mu.Unlock()
+	s.nconns.Add(-1)
+	c.br.Reset(nil)
+	readerPool.Put(c.br)
+	c.bw.Reset(nil)
+	writerPool.Put(c.bw)
+	c.br, c.bw = nil, nil
+}
+
+// connReader is the bufio.Reader's source. While a body is read it arms
+// the inactivity deadline (BodyTimeout) before each socket read; otherwise
+// the absolute deadline set by serve applies.
+type connReader struct {
+	c        *conn
+	bodyMode bool
+}
+
+func (r *connReader) Read(p []byte) (int, error) {
+	if r.bodyMode {
+		r.c.rwc.SetReadDeadline(time.Now().Add(r.c.lim.body))
+	}
+	return r.c.rwc.Read(p)
+}
+
+// connWriter is the bufio.Writer's sink: it arms the write deadline
+// (WriteTimeout) before each socket write and wraps errors in ErrClientGone.
+type connWriter struct{ c *conn }
+
+func (w *connWriter) Write(p []byte) (int, error) {
+	w.c.rwc.SetWriteDeadline(time.Now().Add(w.c.lim.write))
+	n, err := w.c.rwc.Write(p)
+	if err != nil {
+		err = &clientGoneError{err}
+	}
+	return n, err
+}
+
+func (w *connWriter) readFrom(r io.Reader) (int64, error) {
+	w.c.rwc.SetWriteDeadline(time.Now().Add(w.c.lim.write))
+	var n int64
+	var err error
+	if rf, ok := w.c.rwc.(io.ReaderFrom); ok {
+		n, err = rf.ReadFrom(r) // sendfile(2) for *net.TCPConn
+	} else {
+		n, err = io.Copy(w.c.rwc, r)
+	}
+	if err != nil {
+		err = &clientGoneError{err}
+	}
+	return n, err
+}
+
+// serve runs the connection: see doc.go, "Life of a request".
+func (c *conn) serve() {
+	defer c.release()
+	lim := c.lim
+	deadline := time.Now().Add(lim.header) // from accept
+	for first := true; ; first = false {
+		// (1) Wait for the first byte of the next request.
+		if c.br.Buffered() == 0 {
+			if !first {
+				if c.srv.shuttingDown() {
+					return
+				}
+				c.state.Store(stateIdle)
+				c.rwc.SetReadDeadline(time.Now().Add(lim.keepAlive))
+			} else {
+				c.rwc.SetReadDeadline(deadline)
+			}
+			if _, err := c.br.Peek(1); err != nil {
+				return // idle timeout, EOF or closed by Shutdown: silently
+			}
+			if !c.state.CompareAndSwap(stateIdle, stateActive) {
+				return // Shutdown closed us
+			}
+			if !first {
+				deadline = time.Now().Add(lim.header)
+				c.rwc.SetReadDeadline(deadline)
+			}
+		} else {
+			c.state.Store(stateActive)
+			if !first {
+				deadline = time.Now().Add(lim.header)
+				c.rwc.SetReadDeadline(deadline)
+			}
+		}
+
+		// (2) Read and parse the head. Until parsed, an error answer
+		// must not take the previous request's method or version.
+		c.req.Method, c.req.ProtoMinor = nil, 1
+		if perr := c.readHead(); perr != nil {
+			if perr == errConnGone {
+				return
+			}
+			c.reject(perr)
+			return
+		}
+		if perr := parseHead(c.head, &c.req); perr != nil {
+			c.reject(perr)
+			return
+		}
+		if !c.serveRequest() {
+			c.lingerClose()
+			return
+		}
+		if cap(c.head) > 16<<10 {
+			c.head = nil // do not pin a large head buffer on an idle conn
+		}
+	}
+}
+
+// serveRequest runs steps (3)–(6) for a parsed request and reports
+// whether the connection may read another one.
+func (c *conn) serveRequest() bool {
+	req, s := &c.req, c.srv
+	max := s.MaxBodyBytes
+	// (3) Body framing and limits.
+	if max > 0 && req.ContentLength > max {
+		c.reject(errBodyTooLarge413) // before reading the body
+		return false
+	}
+	c.body.reset(c.br, req.ContentLength, req.Chunked, max, req.ExpectContinue)
+	c.w.reset(c, req)
+
+	n := s.inflight.Add(1)
+	defer s.inflight.Add(-1)
+	c.cr.bodyMode = true
+
+	// (4) The handler.
+	var panicked bool
+	if s.MaxConcurrency > 0 && n > int64(s.MaxConcurrency) {
+		c.w.WriteSimple(503, "text/plain; charset=utf-8", []byte("503 Service Unavailable\n"), retryAfter)
+	} else {
+		panicked = c.callHandler()
+	}
+
+	// (5) Finish the response.
+	w := &c.w
+	if !w.started {
+		if perr := bodyErrStatus(c.body.err); perr != nil {
+			s.logger().Debug("http1: request body failed", "remote", req.RemoteAddr, "err", c.body.err)
+			if errors.Is(c.body.err, ErrClientGone) {
+				return false
+			}
+			c.writeError(w, perr)
+		} else {
+			if !panicked {
+				s.logger().Error("http1: handler returned without a response", "method", string(req.Method), "path", string(req.Path))
+			}
+			w.WriteSimple(500, "text/plain; charset=utf-8", []byte("500 Internal Server Error\n"), nil)
+		}
+		w.close = true
+	}
+	keep := w.finish() && !panicked
+	c.cr.bodyMode = false
+	if !keep || c.body.err != nil || s.shuttingDown() {
+		return false
+	}
+	// (6) Drain what the handler left of the body, within a bound.
+	if !c.body.eof {
+		if c.scratch == nil {
+			c.scratch = make([]byte, bufSize)
+		}
+		c.cr.bodyMode = true
+		ok := c.body.discard(maxDrainBytes, c.scratch)
+		c.cr.bodyMode = false
+		if !ok {
+			return false
+		}
+	}
+	return true
+}
+
+var retryAfter = []byte("Retry-After: 1\r\n")
+
+func bodyErrStatus(err error) *protoError {
+	switch {
+	case err == nil:
+		return nil
+	case err == ErrBodyTooLarge:
+		return errBodyTooLarge413
+	case err == ErrBodyTimeout:
+		return errBodyTimeout408
+	}
+	return errBodyFraming400
+}
+
+// callHandler runs the handler, recovering a panic (logged, 500 if no
+// response started; the connection then closes).
+func (c *conn) callHandler() (panicked bool) {
+	defer func() {
+		if v := recover(); v != nil {
+			panicked = true
+			c.srv.logger().Error("http1: handler panic", "method", string(c.req.Method), "path", string(c.req.Path), "panic", v, "stack", string(debug.Stack()))
+		}
+	}()
+	c.srv.Handler.ServeHTTP1(&c.w, &c.req)
+	return false
+}
+
+// errConnGone reports that the client closed or reset the connection, or
+// went silent, before a request head arrived: nothing to answer.
+var errConnGone = &protoError{0, "connection gone"}
+
+// readHead reads one request head into c.head, enforcing the size limits
+// as it goes (the line being read is never buffered beyond its limit).
+// Leading empty lines are skipped (RFC 9112 §2.2). A line that does not
+// end in CRLF is refused at once, so a bare-LF client cannot make us wait.
+func (c *conn) readHead() *protoError {
+	lim := c.lim
+	c.head = c.head[:0]
+	for skipped := 0; ; skipped++ {
+		perr := c.readLine(lim.reqLine, errLineTooLong)
+		if perr != nil {
+			return perr
+		}
+		if len(c.head) == 2 && skipped < maxLeadingCRLF {
+			c.head = c.head[:0]
+			continue
+		}
+		break
+	}
+	fieldStart := len(c.head)
+	for n := 0; ; n++ {
+		start := len(c.head)
+		if perr := c.readLine(lim.fieldBytes, errFieldTooLong); perr != nil {
+			return perr
+		}
+		if len(c.head)-start == 2 {
+			return nil // the empty line
+		}
+		if n == lim.fields {
+			return errTooManyFields
+		}
+		if len(c.head)-fieldStart > lim.headerBytes {
+			return errHeaderTooLarge
+		}
+	}
+}
+
+// readLine appends one line (with its CRLF) to c.head. max bounds the
+// line without its CRLF; tooLong is returned beyond it.
+func (c *conn) readLine(max int, tooLong *protoError) *protoError {
+	start := len(c.head)
+	for {
+		frag, err := c.br.ReadSlice('\n')
+		if len(c.head)-start+len(frag) > max+2 {
+			return tooLong
+		}
+		c.head = append(c.head, frag...)
+		if err == nil {
+			break
+		}
+		if err == bufio.ErrBufferFull {
+			continue
+		}
+		if isTimeout(err) && len(c.head) > 0 || c.br.Buffered() > 0 {
+			return errHeadTimeout // RFC 9110 §15.5.9: 408 for a partial request
+		}
+		if isTimeout(err) {
+			return errConnGone
+		}
+		if len(c.head) > 0 {
+			c.srv.logger().Debug("http1: client closed mid-head", "remote", c.req.RemoteAddr, "err", err)
+		}
+		return errConnGone
+	}
+	line := c.head[start:]
+	if len(line) < 2 || line[len(line)-2] != '\r' {
+		return errBareLF
+	}
+	return nil
+}
+
+func isTimeout(err error) bool {
+	var ne net.Error
+	return errors.Is(err, os.ErrDeadlineExceeded) || errors.As(err, &ne) && ne.Timeout()
+}
+
+// reject answers a refused request with exactly one response and closes.
+func (c *conn) reject(perr *protoError) {
+	c.srv.logger().Debug("http1: request rejected", "remote", c.req.RemoteAddr, "status", perr.status, "reason", perr.msg)
+	c.req.Close = true
+	if c.req.Body == nil {
+		c.req.Body = &c.body
+	}
+	c.body.expect = false
+	c.w.reset(c, &c.req)
+	c.writeError(&c.w, perr)
+	c.w.finish()
+	c.lingerClose()
+}
+
+func (c *conn) writeError(w *ResponseWriter, perr *protoError) {
+	var extra []byte
+	if perr.status == 503 {
+		extra = retryAfter
+	}
+	// Method-independent: an error answer to HEAD still has no body.
+	w.begin(perr.status)
+	w.bw.WriteString(itoa3(perr.status))
+	w.bw.WriteByte(' ')
+	w.bw.WriteString(statusText(perr.status))
+	w.finishHead("text/plain; charset=utf-8", extra, int64(len(perr.msg)+1), true)
+	if !w.noBody {
+		w.bw.WriteString(perr.msg) // fixed text, never an echo of the input
+		w.bw.WriteByte('\n')
+	}
+	w.written = w.declared
+}
+
+func itoa3(n int) string {
+	b := [3]byte{byte('0' + n/100), byte('0' + n/10%10), byte('0' + n%10)}
+	return string(b[:])
+}
+
+// lingerClose half-closes and waits briefly for the client's FIN, reading
+// and discarding, so that unread bytes in our receive queue do not make the
+// kernel reset the connection and destroy the response we just sent.
+func (c *conn) lingerClose() {
+	if c.bw != nil {
+		c.bw.Flush()
+	}
+	type closeWriter interface{ CloseWrite() error }
+	cw, ok := c.rwc.(closeWriter)
+	if !ok {
+		return
+	}
+	if cw.CloseWrite() != nil {
+		return
+	}
+	c.rwc.SetReadDeadline(time.Now().Add(lingerTimeout))
+	var buf [512]byte
+	for total := 0; total < maxDrainBytes; {
+		n, err := c.rwc.Read(buf[:])
+		total += n
+		if err != nil {
+			return
+		}
+	}
+}
