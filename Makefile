@@ -29,7 +29,7 @@ check-python:
 	@test -n "$(PY_PCDIR)" || { echo "make: no pkgconfig directory under $(PY_LIBDIR) for $(PYTHON)"; exit 1; }
 
 build: check-python
-	go build -o $(BIN) ./cmd/turnstile
+	go build -ldflags "-X turnstile/internal/python.BuildExecutable=$(PY_REAL)" -o $(BIN) ./cmd/turnstile
 	ln -sf turnstile-$(PY_VERSION) bin/turnstile
 
 $(VENV)/.installed: requirements/test.txt

@@ -1,0 +1,207 @@
+// Package config holds turnstile's one Config struct: every setting with its
+// unit, default and meaning, and Validate. The zero value of each field
+// means its default (see Defaults); cmd/turnstile fills it from flags.
+package config
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+)
+
+// Defaults. Limits follow gunicorn's where gunicorn has one.
+const (
+	DefaultHost                  = "127.0.0.1"
+	DefaultPort                  = 8000
+	DefaultBacklog               = 2048
+	DefaultBlockingThreads       = 4
+	DefaultQueueSize             = 1024
+	DefaultQueueTimeout          = 30 * time.Second
+	DefaultAdminBind             = "127.0.0.1:9191"
+	DefaultGracefulTimeout       = 30 * time.Second
+	DefaultLimitRequestLine      = 8190
+	DefaultLimitRequestFields    = 100
+	DefaultLimitRequestFieldSize = 8190
+	DefaultTimeoutRequestHeader  = 10 * time.Second
+	DefaultTimeoutKeepAlive      = 5 * time.Second
+	DefaultTimeoutBody           = 30 * time.Second
+	DefaultTimeoutWrite          = 30 * time.Second
+)
+
+// Config is the whole configuration of a turnstile worker.
+type Config struct {
+	// App is MODULE:ATTR, the WSGI or ASGI callable. Required.
+	App string `json:"app"`
+	// Factory: ATTR is a factory to call (with no arguments) for the app.
+	Factory bool `json:"factory,omitempty"`
+	// Interface is auto, wsgi or asgi. Default: auto (a coroutine function
+	// or an object whose __call__ is one is ASGI).
+	Interface string `json:"interface,omitempty"`
+	// AppDir is put first on sys.path. Default: the current directory.
+	AppDir string `json:"app_dir,omitempty"`
+	// Venv is a virtualenv of the same CPython minor version as the
+	// binary. Default: $VIRTUAL_ENV, else none.
+	Venv string `json:"venv,omitempty"`
+	// RootPath is the path prefix the app is mounted at (SCRIPT_NAME,
+	// ASGI root_path). Default: "".
+	RootPath string `json:"root_path,omitempty"`
+
+	// Host and Port: the TCP address to serve. Default 127.0.0.1:8000.
+	// Port 0 picks a free port (logged at start-up).
+	Host string `json:"host,omitempty"`
+	Port int    `json:"port,omitempty"`
+	// UDS is a Unix socket path to serve instead of Host:Port.
+	UDS string `json:"uds,omitempty"`
+	// Backlog is the listen(2) backlog, in connections. Default 2048.
+	Backlog int `json:"backlog,omitempty"`
+
+	// BlockingThreads is the number of Python threads running WSGI
+	// requests. Default 4.
+	BlockingThreads int `json:"blocking_threads,omitempty"`
+	// QueueSize bounds the requests waiting for a Python thread; a
+	// request arriving at a full queue is answered 503 with Retry-After.
+	// Default 1024.
+	QueueSize int `json:"queue_size,omitempty"`
+	// QueueTimeout is how long a request may wait for a Python thread
+	// before it is answered 503. Default 30s; negative means no limit.
+	QueueTimeout time.Duration `json:"queue_timeout,omitempty"`
+	// SwitchInterval is sys.setswitchinterval, in seconds: how long a
+	// thread running Python bytecode keeps the GIL while another waits.
+	// Default 0: CPython's own (0.005).
+	SwitchInterval float64 `json:"switch_interval,omitempty"`
+	// Workers is the number of worker processes. Default 1.
+	Workers int `json:"workers,omitempty"`
+
+	// AdminBind is host:port of the admin listener (/livez, /readyz,
+	// /metrics), or "off". Default 127.0.0.1:9191.
+	AdminBind string `json:"admin_bind,omitempty"`
+	// GracefulTimeout is how long in-flight requests may run after
+	// SIGTERM/SIGINT before the worker exits anyway. Default 30s.
+	GracefulTimeout time.Duration `json:"graceful_timeout,omitempty"`
+
+	// LogLevel is debug, info, warning or error. Default info.
+	LogLevel string `json:"log_level,omitempty"`
+	// LogFormat is text or json. Default text.
+	LogFormat string `json:"log_format,omitempty"`
+	// AccessLog logs one line per request. Default off.
+	AccessLog bool `json:"access_log,omitempty"`
+
+	// LimitRequestLine is the longest request line in bytes (414 past
+	// it). Default 8190.
+	LimitRequestLine int `json:"limit_request_line,omitempty"`
+	// LimitRequestFields is the most header fields (431). Default 100.
+	LimitRequestFields int `json:"limit_request_fields,omitempty"`
+	// LimitRequestFieldSize is the longest header field line in bytes
+	// (431). Default 8190.
+	LimitRequestFieldSize int `json:"limit_request_field_size,omitempty"`
+	// LimitRequestBody is the largest request body in bytes (413).
+	// Default 0: no limit.
+	LimitRequestBody int64 `json:"limit_request_body,omitempty"`
+	// LimitConcurrency is the most requests handled at once; more get
+	// 503. Default 0: no limit.
+	LimitConcurrency int `json:"limit_concurrency,omitempty"`
+
+	// TimeoutRequestHeader runs from accept (or the end of the previous
+	// response) to the end of the header section (408). Default 10s.
+	TimeoutRequestHeader time.Duration `json:"timeout_request_header,omitempty"`
+	// TimeoutKeepAlive is the idle time allowed between requests.
+	// Default 5s.
+	TimeoutKeepAlive time.Duration `json:"timeout_keep_alive,omitempty"`
+	// TimeoutBody is the longest gap between two reads of a request
+	// body. Default 30s.
+	TimeoutBody time.Duration `json:"timeout_body,omitempty"`
+	// TimeoutWrite is the longest one socket write may block on a slow
+	// reader. Default 30s.
+	TimeoutWrite time.Duration `json:"timeout_write,omitempty"`
+}
+
+// ApplyDefaults fills every zero field with its default.
+func (c *Config) ApplyDefaults() {
+	set := func(p *int, v int) {
+		if *p == 0 {
+			*p = v
+		}
+	}
+	setD := func(p *time.Duration, v time.Duration) {
+		if *p == 0 {
+			*p = v
+		}
+	}
+	if c.Interface == "" {
+		c.Interface = "auto"
+	}
+	if c.Host == "" {
+		c.Host = DefaultHost
+	}
+	set(&c.Backlog, DefaultBacklog)
+	set(&c.BlockingThreads, DefaultBlockingThreads)
+	set(&c.QueueSize, DefaultQueueSize)
+	set(&c.Workers, 1)
+	set(&c.LimitRequestLine, DefaultLimitRequestLine)
+	set(&c.LimitRequestFields, DefaultLimitRequestFields)
+	set(&c.LimitRequestFieldSize, DefaultLimitRequestFieldSize)
+	setD(&c.QueueTimeout, DefaultQueueTimeout)
+	setD(&c.GracefulTimeout, DefaultGracefulTimeout)
+	setD(&c.TimeoutRequestHeader, DefaultTimeoutRequestHeader)
+	setD(&c.TimeoutKeepAlive, DefaultTimeoutKeepAlive)
+	setD(&c.TimeoutBody, DefaultTimeoutBody)
+	setD(&c.TimeoutWrite, DefaultTimeoutWrite)
+	if c.AdminBind == "" {
+		c.AdminBind = DefaultAdminBind
+	}
+	if c.LogLevel == "" {
+		c.LogLevel = "info"
+	}
+	if c.LogFormat == "" {
+		c.LogFormat = "text"
+	}
+}
+
+// Validate reports every invalid field at once, after ApplyDefaults.
+func (c *Config) Validate() error {
+	var errs []error
+	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
+	if c.App == "" {
+		bad("an app is required: turnstile [flags] MODULE:ATTR")
+	} else if m, a, ok := strings.Cut(c.App, ":"); !ok || m == "" || a == "" {
+		bad("app %q is not MODULE:ATTR", c.App)
+	}
+	switch c.Interface {
+	case "auto", "wsgi", "asgi":
+	default:
+		bad("--interface %q: want auto, wsgi or asgi", c.Interface)
+	}
+	if c.Port < 0 || c.Port > 65535 {
+		bad("--port %d: want 0..65535", c.Port)
+	}
+	if c.BlockingThreads < 1 || c.BlockingThreads > 1024 {
+		bad("--blocking-threads %d: want 1..1024", c.BlockingThreads)
+	}
+	if c.QueueSize < 1 {
+		bad("--queue-size %d: want at least 1", c.QueueSize)
+	}
+	if c.Workers < 1 {
+		bad("--workers %d: want at least 1", c.Workers)
+	}
+	if c.SwitchInterval < 0 || c.SwitchInterval > 10 {
+		bad("--switch-interval %g: want seconds in (0, 10]", c.SwitchInterval)
+	}
+	switch c.LogLevel {
+	case "debug", "info", "warning", "warn", "error", "critical":
+	default:
+		bad("--log-level %q: want debug, info, warning or error", c.LogLevel)
+	}
+	switch c.LogFormat {
+	case "text", "json":
+	default:
+		bad("--log-format %q: want text or json", c.LogFormat)
+	}
+	if c.RootPath != "" && (!strings.HasPrefix(c.RootPath, "/") || strings.HasSuffix(c.RootPath, "/")) {
+		bad("--root-path %q: want a path like /app (leading slash, no trailing slash)", c.RootPath)
+	}
+	if c.LimitRequestLine < 0 || c.LimitRequestFields < 0 || c.LimitRequestFieldSize < 0 || c.LimitRequestBody < 0 || c.LimitConcurrency < 0 {
+		bad("limits must not be negative")
+	}
+	return errors.Join(errs...)
+}

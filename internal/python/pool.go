@@ -1,0 +1,68 @@
+package python
+
+/*
+#include "tspy.h"
+*/
+import "C"
+
+import (
+	"fmt"
+	"os"
+	"time"
+)
+
+// DefaultStackBytes is the stack of each Python thread: deep C recursion in
+// Python (json, re, pickle of nested data) needs more than a default
+// pthread stack.
+const DefaultStackBytes = 16 << 20
+
+// StartPool starts n Python threads (ts-py-0 ...) waiting on a C-side job
+// queue bounded at queueSize jobs. Call after Start. The barrier of the
+// turnstile is on unless the environment has TURNSTILE_POOL_TURN=0.
+func StartPool(n, queueSize int) error {
+	if os.Getenv("TURNSTILE_POOL_TURN") == "0" {
+		C.ts_turn_enabled = 0
+	}
+	if rc, err := C.ts_pool_start(C.int(n), C.int(queueSize), C.size_t(DefaultStackBytes)); rc != 0 {
+		return fmt.Errorf("python: cannot start %d pool threads: %w", n, err)
+	}
+	return nil
+}
+
+// TurnEnabled reports whether the turnstile barrier is on.
+func TurnEnabled() bool { return C.ts_turn_enabled != 0 }
+
+// StopPool lets running jobs finish and joins the pool threads, waiting at
+// most timeout. It reports whether every thread ended.
+func StopPool(timeout time.Duration) bool {
+	done := make(chan struct{})
+	go func() {
+		C.ts_pool_stop()
+		close(done)
+	}()
+	select {
+	case <-done:
+		return true
+	case <-time.After(timeout):
+		return false
+	}
+}
+
+// PoolStats is a snapshot of the pool for metrics and /readyz.
+type PoolStats struct {
+	Threads, Busy, Queued, QueueSize int
+	Attaches                         [4]uint64 // by thread kind: pool, loop, sampler, main
+	BarrierYields                    uint64
+}
+
+// Stats returns a snapshot of the pool.
+func Stats() PoolStats {
+	var s C.ts_pool_stats
+	C.ts_pool_get_stats(&s)
+	ps := PoolStats{Threads: int(s.threads), Busy: int(s.busy), Queued: int(s.queued), QueueSize: int(s.queue_size)}
+	for i := range ps.Attaches {
+		ps.Attaches[i] = uint64(C.ts_attach_count(C.int(i)))
+	}
+	ps.BarrierYields = uint64(C.ts_barrier_yield_count())
+	return ps
+}

@@ -1,0 +1,153 @@
+/* tspy.h: the private C interface of turnstile's Python bridge.
+ *
+ * Shared by internal/python (interpreter, Python threads, attach pair, job
+ * queue) and the interface packages (internal/wsgi) that run jobs on those
+ * threads. Everything here is called from C or through cgo; see doc.go for
+ * the flow and DESIGN.md for the rules (GIL, crossing, object, bound).
+ */
+#ifndef TSPY_H
+#define TSPY_H
+
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <stdint.h>
+#include <stdatomic.h>
+
+/* ---- the attach pair (thread.c) -------------------------------------- */
+
+/* Kinds of thread that attach through the pair; counted in metrics. */
+enum ts_thread_kind {
+    TS_KIND_POOL = 0,
+    TS_KIND_LOOP = 1,
+    TS_KIND_SAMPLER = 2,
+    TS_KIND_MAIN = 3,
+    TS_KIND_COUNT = 4
+};
+
+/* One per Python thread that the server owns, created on that thread and
+ * kept for the thread's whole life (a fresh PyGILState_Ensure per request
+ * measured 8-10 us). */
+typedef struct ts_thread {
+    PyThreadState *tstate;
+    int kind;
+    int index;
+    int attached;           /* the pair is not re-entrant: it checks this */
+    int64_t run_start_ns;   /* start of this thread's current run */
+    int64_t gil_wait_ns;    /* summed over attaches since last reset */
+} ts_thread;
+
+/* ts_thread_attach takes the GIL for t (PyEval_RestoreThread), counting it
+ * as waiting meanwhile. Returns the nanoseconds spent waiting. Detached on
+ * entry, attached on return. */
+int64_t ts_thread_attach(ts_thread *t);
+
+/* ts_thread_detach releases the GIL (PyEval_SaveThread). At a job
+ * boundary (boundary != 0) it applies the turnstile barrier: a thread whose
+ * run has reached TS_SLICE_NS while another waits yields until another
+ * attach completes, at most one slice. Attached on entry, detached on
+ * return. */
+void ts_thread_detach(ts_thread *t, int boundary);
+
+/* ts_thread_yield_if_due gives the GIL away at a job boundary when the
+ * barrier says so (detach + barrier + attach) and returns 1; returns 0 when
+ * nothing was due. Attached on entry and return. */
+int ts_thread_yield_if_due(ts_thread *t);
+
+/* The thread running the caller, or NULL for a thread the server does not
+ * own. */
+ts_thread *ts_thread_current(void);
+
+int64_t ts_now_ns(void);
+
+/* Turnstile parameters and counters (read by Go for metrics). */
+#define TS_SLICE_NS 1000000LL   /* 1 ms: the barrier's slice */
+extern int ts_turn_enabled;     /* TURNSTILE_POOL_TURN=0 clears it */
+extern _Atomic long ts_waiting;
+extern _Atomic unsigned long ts_attaches;
+extern _Atomic unsigned long ts_attaches_by_kind[TS_KIND_COUNT];
+extern _Atomic unsigned long ts_barrier_yields;
+unsigned long ts_attach_count(int kind);   /* for Go: cgo cannot read _Atomic */
+unsigned long ts_barrier_yield_count(void);
+
+/* ---- jobs and the pool (pool.c) -------------------------------------- */
+
+typedef struct ts_job ts_job;
+
+/* ts_job is the head of every unit of work handed to the pool. run is
+ * called on a pool thread, attached, and must leave no exception set. */
+struct ts_job {
+    ts_job *next;
+    void (*run)(ts_job *job, ts_thread *t);
+    int64_t enqueued_ns;
+    int64_t started_ns;
+    int64_t gil_wait_ns;     /* GIL wait for this job, all attaches summed */
+    int done_fd;             /* eventfd written once when the job is done */
+    int state;               /* TS_JOB_*, guarded by the pool lock */
+};
+
+enum { TS_JOB_IDLE = 0, TS_JOB_QUEUED = 1, TS_JOB_RUNNING = 2 };
+
+/* ts_pool_start starts n Python threads named ts-py-<i> and a queue bound
+ * of queue_size jobs. Returns 0, or -1 with errno set. Called detached. */
+int ts_pool_start(int n, int queue_size, size_t stack_bytes);
+
+/* ts_pool_submit queues job. Returns 0, or -1 when the queue is full or
+ * the pool is stopping. Never blocks, never attaches. */
+int ts_pool_submit(ts_job *job);
+
+/* ts_pool_cancel removes job if it is still queued: returns 1 if removed,
+ * 0 if a thread already took it. */
+int ts_pool_cancel(ts_job *job);
+
+/* ts_pool_stop wakes every thread, lets running jobs finish and joins the
+ * threads. Queued jobs are left for the caller (it cancels them first). */
+void ts_pool_stop(void);
+
+typedef struct ts_pool_stats {
+    long threads, busy, queued, queue_size;
+} ts_pool_stats;
+void ts_pool_get_stats(ts_pool_stats *s);
+
+/* ---- interpreter (interp.c) ------------------------------------------ */
+
+typedef struct ts_interp_config {
+    const char *program_name;   /* sys.executable: the venv's or the build's python */
+    const char *home;           /* optional PYTHONHOME override, NULL = derived */
+    const char *bootstrap_src;  /* python/turnstile/_bootstrap.py */
+    const char *app_dir;        /* put first on sys.path */
+    const char *app_spec;       /* MODULE:ATTR */
+    int factory;
+    const char *interface;      /* auto|wsgi|asgi */
+    double switch_interval;     /* seconds; <= 0 leaves CPython's default */
+    int workers;                /* for wsgi.multiprocess */
+    /* Called on the main thread, attached, after the app loaded: sets up
+     * the interface's types and caches. Returns 0, or -1 with an
+     * exception set. May be NULL. */
+    int (*after_load)(void);
+} ts_interp_config;
+
+/* ts_interp_start initialises CPython on a dedicated main thread, runs the
+ * bootstrap and loads the app. Blocks until done. Returns 0 and sets *kind
+ * ("wsgi"/"asgi"), or -1 with *err a malloc'd message (traceback included)
+ * that the caller frees. */
+int ts_interp_start(const ts_interp_config *cfg, char **kind, char **err);
+
+/* ts_interp_shutdown runs atexit handlers and logging.shutdown() on the
+ * main Python thread and flushes stdio. It does not finalise (DESIGN.md). */
+void ts_interp_shutdown(void);
+
+/* The loaded app (a strong reference owned by interp.c) and the bootstrap
+ * module; valid after ts_interp_start returned 0. */
+extern int ts_workers;         /* worker processes, for wsgi.multiprocess */
+extern PyObject *ts_app;
+extern PyObject *ts_bootstrap;
+
+/* ts_format_exception fetches and clears the current exception and returns
+ * a malloc'd "Traceback ...\nType: message" text, or NULL. Attached. */
+char *ts_format_exception(void);
+
+/* ts_log sends one record to the server log (level: 10 debug .. 50
+ * critical). Attached on entry and return; detaches around the Go call. */
+void ts_log(int level, const char *msg, Py_ssize_t len);
+
+#endif /* TSPY_H */

@@ -1,0 +1,94 @@
+package server
+
+import (
+	"strconv"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"turnstile/internal/http1"
+	"turnstile/internal/python"
+	"turnstile/internal/wsgi"
+)
+
+// metrics are the worker's Prometheus series, served on the admin
+// listener's /metrics.
+type metrics struct {
+	reg       *prometheus.Registry
+	requests  *prometheus.CounterVec
+	duration  prometheus.Histogram
+	gilWait   prometheus.Histogram
+	queueWait prometheus.Histogram
+	rejected  prometheus.Counter
+}
+
+var kindNames = [4]string{"pool", "loop", "sampler", "main"}
+
+func newMetrics(srv *http1.Server) *metrics {
+	m := &metrics{reg: prometheus.NewRegistry()}
+	m.requests = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "turnstile_requests_total", Help: "Requests answered, by status code.",
+	}, []string{"code"})
+	m.duration = prometheus.NewHistogram(prometheus.HistogramOpts{
+		Name: "turnstile_request_duration_seconds", Help: "Time from handing a request to the pool to its response being written.",
+		Buckets: prometheus.ExponentialBuckets(0.0001, 2, 18),
+	})
+	m.gilWait = prometheus.NewHistogram(prometheus.HistogramOpts{
+		Name: "turnstile_gil_wait_seconds", Help: "Per request: time the Python thread spent asking to attach (take the GIL), summed over the request.",
+		Buckets: prometheus.ExponentialBuckets(0.00001, 2, 18),
+	})
+	m.queueWait = prometheus.NewHistogram(prometheus.HistogramOpts{
+		Name: "turnstile_queue_wait_seconds", Help: "Per request: time in the job queue before a Python thread took it.",
+		Buckets: prometheus.ExponentialBuckets(0.00001, 2, 20),
+	})
+	m.rejected = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "turnstile_requests_rejected_total", Help: "Requests answered 503 because the queue was full or the wait timed out.",
+	})
+	gauge := func(name, help string, f func(python.PoolStats) float64) prometheus.Collector {
+		return prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help}, func() float64 { return f(python.Stats()) })
+	}
+	m.reg.MustRegister(m.requests, m.duration, m.gilWait, m.queueWait, m.rejected,
+		gauge("turnstile_pool_threads", "Python threads in the pool.", func(s python.PoolStats) float64 { return float64(s.Threads) }),
+		gauge("turnstile_pool_busy", "Python threads running a request.", func(s python.PoolStats) float64 { return float64(s.Busy) }),
+		gauge("turnstile_pool_idle", "Python threads waiting for work.", func(s python.PoolStats) float64 { return float64(s.Threads - s.Busy) }),
+		gauge("turnstile_queue_depth", "Requests waiting for a Python thread.", func(s python.PoolStats) float64 { return float64(s.Queued) }),
+		gauge("turnstile_queue_size", "Bound of the request queue.", func(s python.PoolStats) float64 { return float64(s.QueueSize) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "turnstile_barrier_yields_total", Help: "Times a pool thread handed the GIL over at a job boundary (the turnstile)."},
+			func() float64 { return float64(python.Stats().BarrierYields) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "turnstile_connections", Help: "Open client connections."},
+			func() float64 { return float64(srv.ActiveConns()) }),
+	)
+	for i, k := range kindNames {
+		i := i
+		m.reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "turnstile_attaches_total", Help: "Attaches (GIL acquisitions through the server's attach pair), by thread kind.",
+			ConstLabels: prometheus.Labels{"kind": k},
+		}, func() float64 { return float64(python.Stats().Attaches[i]) }))
+	}
+	return m
+}
+
+var codeLabels = func() []string {
+	s := make([]string, 600)
+	for i := range s {
+		s[i] = strconv.Itoa(i)
+	}
+	return s
+}()
+
+func (m *metrics) observe(res wsgi.Result) {
+	code := "0"
+	if res.Status > 0 && res.Status < len(codeLabels) {
+		code = codeLabels[res.Status]
+	}
+	m.requests.WithLabelValues(code).Inc()
+	if res.Rejected {
+		m.rejected.Inc()
+		return
+	}
+	m.duration.Observe(res.Duration.Seconds())
+	m.gilWait.Observe(res.GILWait.Seconds())
+	m.queueWait.Observe(res.QueueWait.Seconds())
+}
+
+var _ = time.Second

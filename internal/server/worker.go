@@ -1,0 +1,271 @@
+// Package server runs a turnstile worker: it starts CPython and the pool,
+// serves HTTP/1.1 through internal/http1 and the admin listener, and stops
+// gracefully on SIGTERM/SIGINT. See doc.go for the flow.
+package server
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"turnstile/internal/config"
+	"turnstile/internal/http1"
+	"turnstile/internal/python"
+	"turnstile/internal/wsgi"
+	pysrc "turnstile/python"
+)
+
+// Exit statuses of a worker.
+const (
+	ExitOK     = 0
+	ExitFailed = 1 // start-up failed: bad config, app import error, bind error
+)
+
+// Run runs one worker with cfg (defaults applied and validated) until it is
+// told to stop, and returns the process exit status.
+func Run(cfg *config.Config, log *slog.Logger) int {
+	python.SetLogger(log)
+	slog.SetDefault(log)
+
+	program, err := pythonProgram(cfg)
+	if err != nil {
+		log.Error(err.Error())
+		return ExitFailed
+	}
+	log.Info("turnstile starting", "python", strings.SplitN(python.RuntimeVersion(), " ", 2)[0],
+		"built_for", python.BuildVersion, "executable", program, "app", cfg.App, "pid", os.Getpid())
+
+	// The admin listener answers /livez at once; /readyz says 503 until
+	// the app is loaded.
+	var ready atomic.Bool
+	var srv http1.Server
+	adminStop := func() {}
+	var m *metrics
+	if cfg.AdminBind != "off" {
+		m = newMetrics(&srv)
+		stop, addr, err := startAdmin(cfg, log, &ready, m)
+		if err != nil {
+			log.Error(err.Error())
+			return ExitFailed
+		}
+		adminStop = stop
+		log.Info("admin listening", "addr", addr)
+	}
+	defer adminStop()
+
+	ln, err := Listen(cfg.Host, cfg.Port, cfg.UDS, cfg.Backlog)
+	if err != nil {
+		log.Error(err.Error())
+		return ExitFailed
+	}
+
+	kind, err := python.Start(python.Config{
+		ProgramName:    program,
+		Bootstrap:      pysrc.Bootstrap,
+		AppDir:         appDir(cfg),
+		AppSpec:        cfg.App,
+		Factory:        cfg.Factory,
+		Interface:      cfg.Interface,
+		SwitchInterval: cfg.SwitchInterval,
+		Workers:        cfg.Workers,
+		AfterLoad:      wsgi.AfterLoad,
+	})
+	if err != nil {
+		var pe *python.Error
+		if errors.As(err, &pe) {
+			log.Error("turnstile: cannot load the app " + cfg.App + "\n" + pe.Text)
+		} else {
+			log.Error(err.Error())
+		}
+		return ExitFailed
+	}
+	if kind != "wsgi" {
+		log.Error(fmt.Sprintf("turnstile: %s is an ASGI app; ASGI is not served yet (use --interface wsgi to force WSGI)", cfg.App))
+		return ExitFailed
+	}
+	if err := python.StartPool(cfg.BlockingThreads, cfg.QueueSize); err != nil {
+		log.Error(err.Error())
+		return ExitFailed
+	}
+
+	h := &wsgi.Handler{ScriptName: cfg.RootPath, Logger: log}
+	if cfg.QueueTimeout > 0 {
+		h.QueueTimeout = cfg.QueueTimeout
+	}
+	access := cfg.AccessLog
+	if m != nil || access {
+		h.Done = func(r *http1.Request, res wsgi.Result) {
+			if m != nil {
+				m.observe(res)
+			}
+			if access {
+				log.Info("access", "remote", addrString(r.RemoteAddr), "method", string(r.Method), "target", string(r.Target),
+					"status", res.Status, "duration_ms", float64(res.Duration.Microseconds())/1000,
+					"queue_wait_us", res.QueueWait.Microseconds(), "gil_wait_us", res.GILWait.Microseconds())
+			}
+		}
+	}
+	srv = http1.Server{
+		Handler:             h,
+		MaxRequestLineBytes: cfg.LimitRequestLine,
+		MaxHeaderFields:     cfg.LimitRequestFields,
+		MaxHeaderFieldBytes: cfg.LimitRequestFieldSize,
+		MaxBodyBytes:        cfg.LimitRequestBody,
+		MaxConcurrency:      cfg.LimitConcurrency,
+		HeaderTimeout:       cfg.TimeoutRequestHeader,
+		KeepAliveTimeout:    cfg.TimeoutKeepAlive,
+		BodyTimeout:         cfg.TimeoutBody,
+		WriteTimeout:        cfg.TimeoutWrite,
+		Logger:              log,
+	}
+	if cfg.LimitRequestFieldSize > srv.MaxHeaderBytes {
+		srv.MaxHeaderBytes = 0 // http1 derives it from the field limit
+	}
+
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT)
+	serveErr := make(chan error, 1)
+	go func() { serveErr <- srv.Serve(ln) }()
+	ready.Store(true)
+	log.Info("listening", "addr", ln.Addr().String(), "interface", kind, "blocking_threads", cfg.BlockingThreads,
+		"turnstile_barrier", python.TurnEnabled())
+
+	select {
+	case err := <-serveErr:
+		log.Error("serve failed", "err", err)
+		return ExitFailed
+	case sig := <-sigs:
+		log.Info("stopping: finishing in-flight requests", "signal", sig.String(), "graceful_timeout", cfg.GracefulTimeout.String())
+	}
+	ready.Store(false)
+	go func() {
+		sig := <-sigs
+		log.Warn("second signal: exiting now", "signal", sig.String())
+		os.Exit(ExitFailed)
+	}()
+
+	deadline := time.Now().Add(cfg.GracefulTimeout)
+	ctx, cancel := context.WithDeadline(context.Background(), deadline)
+	defer cancel()
+	if err := srv.Shutdown(ctx); err != nil {
+		log.Warn("graceful timeout passed: connections closed", "err", err)
+	}
+	if !python.StopPool(time.Until(deadline) + time.Second) {
+		log.Warn("pool threads still running at exit")
+		return ExitOK
+	}
+	python.Shutdown()
+	if cfg.UDS != "" {
+		os.Remove(cfg.UDS)
+	}
+	log.Info("stopped")
+	return ExitOK
+}
+
+func addrString(a net.Addr) string {
+	if a == nil {
+		return ""
+	}
+	return a.String()
+}
+
+func appDir(cfg *config.Config) string {
+	if cfg.AppDir != "" {
+		if abs, err := filepath.Abs(cfg.AppDir); err == nil {
+			return abs
+		}
+		return cfg.AppDir
+	}
+	wd, _ := os.Getwd()
+	return wd
+}
+
+// pythonProgram picks sys.executable: the virtualenv's python (checked to
+// be the binary's CPython minor version), else the build's own python.
+func pythonProgram(cfg *config.Config) (string, error) {
+	venv := cfg.Venv
+	if venv == "" {
+		venv = os.Getenv("VIRTUAL_ENV")
+	}
+	if venv == "" {
+		if python.BuildExecutable != "" {
+			return python.BuildExecutable, nil
+		}
+		return "python3", nil
+	}
+	venv, _ = filepath.Abs(venv)
+	cfgPath := filepath.Join(venv, "pyvenv.cfg")
+	f, err := os.Open(cfgPath)
+	if err != nil {
+		return "", fmt.Errorf("turnstile: %s is not a virtualenv (no pyvenv.cfg)", venv)
+	}
+	defer f.Close()
+	version := ""
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		k, v, ok := strings.Cut(sc.Text(), "=")
+		if !ok {
+			continue
+		}
+		k, v = strings.TrimSpace(k), strings.TrimSpace(v)
+		if k == "version" || k == "version_info" {
+			version = v
+		}
+	}
+	if version != "" && version != python.BuildMinor && !strings.HasPrefix(version, python.BuildMinor+".") {
+		return "", fmt.Errorf("turnstile: virtualenv %s is Python %s but this binary was built for Python %s (rebuild with make PYTHON=python%s)",
+			venv, version, python.BuildMinor, majorMinor(version))
+	}
+	return filepath.Join(venv, "bin", "python"), nil
+}
+
+func majorMinor(v string) string {
+	parts := strings.SplitN(v, ".", 3)
+	if len(parts) >= 2 {
+		return parts[0] + "." + parts[1]
+	}
+	return v
+}
+
+func startAdmin(cfg *config.Config, log *slog.Logger, ready *atomic.Bool, m *metrics) (stop func(), addr string, err error) {
+	ln, err := net.Listen("tcp", cfg.AdminBind)
+	if err != nil {
+		return nil, "", fmt.Errorf("server: admin listener %s: %w", cfg.AdminBind, err)
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("/livez", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		w.Write([]byte("ok\n"))
+	})
+	mux.HandleFunc("/readyz", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		if !ready.Load() {
+			w.WriteHeader(http.StatusServiceUnavailable)
+			w.Write([]byte("not ready: starting or stopping\n"))
+			return
+		}
+		if s := python.Stats(); s.Queued >= s.QueueSize {
+			w.WriteHeader(http.StatusServiceUnavailable)
+			w.Write([]byte("not ready: request queue full\n"))
+			return
+		}
+		w.Write([]byte("ok\n"))
+	})
+	mux.Handle("/metrics", promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{}))
+	hs := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelDebug)}
+	go hs.Serve(ln)
+	return func() { hs.Close() }, ln.Addr().String(), nil
+}

@@ -1,0 +1,68 @@
+package wsgi
+
+// Every //export of the WSGI bridge. Each runs on a Python thread with the
+// GIL released (DESIGN.md, the crossing rule).
+
+/*
+#include "wsgi.h"
+*/
+import "C"
+
+import (
+	"errors"
+	"io"
+	"runtime/cgo"
+	"unsafe"
+)
+
+// go_ts_wsgi_flush writes the head (if not sent yet) and the buffered body
+// to the connection and flushes. Returns 0, or -1 when the client is gone.
+//
+//export go_ts_wsgi_flush
+func go_ts_wsgi_flush(h C.uintptr_t) C.int {
+	s := cgo.Handle(h).Value().(*slot)
+	defer s.sync.Add(1)
+	if s.werr != nil {
+		return -1
+	}
+	if s.job.head_sent == 0 {
+		if err := s.writeHead(int64(s.job.content_length)); err != nil {
+			s.werr = err
+			return -1
+		}
+	}
+	if s.job.out_len > 0 {
+		if _, err := s.w.Write(s.body()); err != nil {
+			s.werr = err
+			return -1
+		}
+	}
+	if err := s.w.Flush(); err != nil {
+		s.werr = err
+		return -1
+	}
+	return 0
+}
+
+// go_ts_wsgi_read reads up to n body bytes into buf. Returns the count, 0 at
+// the end of the body, or -1 on an error (client gone, timeout, framing,
+// too large).
+//
+//export go_ts_wsgi_read
+func go_ts_wsgi_read(h C.uintptr_t, buf *C.char, n C.size_t) C.long {
+	s := cgo.Handle(h).Value().(*slot)
+	defer s.sync.Add(1)
+	p := unsafe.Slice((*byte)(unsafe.Pointer(buf)), int(n))
+	for {
+		k, err := s.r.Body.Read(p)
+		if k > 0 {
+			return C.long(k)
+		}
+		if errors.Is(err, io.EOF) {
+			return 0
+		}
+		if err != nil {
+			return -1
+		}
+	}
+}

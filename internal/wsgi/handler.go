@@ -1,0 +1,314 @@
+package wsgi
+
+/*
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include "wsgi.h"
+
+void ts_wsgi_job_init(ts_wsgi_job *job, int done_fd, uintptr_t handle);
+
+static int ts_new_eventfd(void) { return eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC); }
+*/
+import "C"
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"runtime/cgo"
+	"sync"
+	"sync/atomic"
+	"time"
+	"unsafe"
+
+	"turnstile/internal/http1"
+	"turnstile/internal/python"
+)
+
+// MaxPrefetchBytes bounds the body bytes handed to Python with the request
+// when the whole body has already arrived; larger bodies are streamed
+// through wsgi.input reads.
+const MaxPrefetchBytes = 64 << 10
+
+// Result describes one finished request, for the access log and metrics.
+type Result struct {
+	Status    int           // status sent (500/503 when the server answered)
+	QueueWait time.Duration // submit → a Python thread took the job
+	GILWait   time.Duration // time spent asking to attach, summed over the job
+	Duration  time.Duration // submit → response handed to the socket
+	Rejected  bool          // answered 503 by the server (queue full or timed out)
+}
+
+// Handler serves WSGI apps: an http1.Handler that hands each request to the
+// pool of Python threads. Configure it, then call Setup's hook through
+// python.Start (AfterLoad) before serving.
+type Handler struct {
+	// ScriptName is the root path the app is mounted at (SCRIPT_NAME,
+	// PEP 3333); stripped from the front of PATH_INFO. Default "".
+	ScriptName string
+	// QueueTimeout is how long a request may wait in the queue for a
+	// Python thread before it is answered 503. Zero means no limit.
+	QueueTimeout time.Duration
+	// Logger gets app tracebacks (ERROR). Default slog.Default().
+	Logger *slog.Logger
+	// Done, when set, is called after each request.
+	Done func(r *http1.Request, res Result)
+
+	mu    sync.Mutex
+	free  []*slot // guarded by mu
+	count int     // slots made, guarded by mu
+}
+
+// AfterLoad is the C hook to pass as python.Config.AfterLoad.
+var AfterLoad = unsafe.Pointer(C.ts_wsgi_setup)
+
+func init() {
+	names := make([]*C.char, len(knownKeys))
+	for i, k := range knownKeys {
+		names[i] = C.CString(k) // kept for the process's life
+	}
+	arr := (**C.char)(C.malloc(C.size_t(len(names)) * C.size_t(unsafe.Sizeof(names[0]))))
+	copy(unsafe.Slice(arr, len(names)), names)
+	C.ts_wsgi_register_keys(arr, C.int(len(names)))
+}
+
+// slot is the reusable state of one request in flight: the C job, its
+// completion eventfd and the handle callbacks use to find it.
+type slot struct {
+	job    *C.ts_wsgi_job
+	efd    *os.File
+	handle cgo.Handle
+	w      *http1.ResponseWriter
+	r      *http1.Request
+	h      *Handler
+	sync   atomic.Uint32 // written by callbacks, read after completion: orders their writes for the race detector
+	block  []byte
+	path   []byte
+	addrs  addrCache
+	evbuf  [8]byte
+	werr   error // first write error in a callback
+}
+
+var errSlot = errors.New("wsgi: cannot allocate a request slot")
+
+func (h *Handler) getSlot() (*slot, error) {
+	h.mu.Lock()
+	if n := len(h.free); n > 0 {
+		s := h.free[n-1]
+		h.free = h.free[:n-1]
+		h.mu.Unlock()
+		return s, nil
+	}
+	h.count++
+	h.mu.Unlock()
+	job := C.ts_wsgi_job_new()
+	if job == nil {
+		return nil, errSlot
+	}
+	fd, err := C.ts_new_eventfd()
+	if fd < 0 {
+		return nil, fmt.Errorf("wsgi: eventfd: %w", err)
+	}
+	s := &slot{job: job, h: h, efd: os.NewFile(uintptr(fd), "eventfd")}
+	s.handle = cgo.NewHandle(s)
+	C.ts_wsgi_job_init(job, fd, C.uintptr_t(s.handle))
+	return s, nil
+}
+
+func (h *Handler) putSlot(s *slot) {
+	s.w, s.r, s.werr = nil, nil, nil
+	h.mu.Lock()
+	h.free = append(h.free, s)
+	h.mu.Unlock()
+}
+
+func (h *Handler) logger() *slog.Logger {
+	if h.Logger != nil {
+		return h.Logger
+	}
+	return slog.Default()
+}
+
+// ServeHTTP1 runs one request: build the request block, submit the job,
+// wait for its eventfd, finish the response. See doc.go.
+func (h *Handler) ServeHTTP1(w *http1.ResponseWriter, r *http1.Request) {
+	start := time.Now()
+	res := Result{}
+	defer func() {
+		res.Duration = time.Since(start)
+		if h.Done != nil {
+			h.Done(r, res)
+		}
+	}()
+
+	s, err := h.getSlot()
+	if err != nil {
+		h.logger().Error("wsgi: no request slot", "err", err)
+		res.Status = 503
+		w.WriteSimple(503, "text/plain; charset=utf-8", []byte("Service Unavailable\n"), []byte("Retry-After: 1\r\n"))
+		return
+	}
+	defer h.putSlot(s)
+	s.w, s.r = w, r
+	job := s.job
+
+	// 1. The request block: environ entries, then the body if it is all
+	//    here and small (no callback is then needed to read it).
+	block, n := buildEnviron(s.block[:0], r, []byte(h.ScriptName), &s.addrs, &s.path)
+	bodyOff := len(block)
+	bodyDone := r.Body.Done()
+	var pre []byte
+	if bodyDone {
+		if pre = r.Body.Buffered(); len(pre) <= MaxPrefetchBytes {
+			block = append(block, pre...)
+		} else {
+			pre, bodyDone = nil, false
+		}
+	}
+	s.block = block
+	if C.ts_wsgi_reserve(job, C.size_t(len(block))) != 0 {
+		res.Status = 503
+		w.WriteSimple(503, "text/plain; charset=utf-8", []byte("Service Unavailable\n"), []byte("Retry-After: 1\r\n"))
+		return
+	}
+	if len(block) > 0 {
+		C.memcpy(unsafe.Pointer(job.req), unsafe.Pointer(&block[0]), C.size_t(len(block)))
+	}
+	if pre != nil {
+		r.Body.Consume(len(pre))
+	}
+	job.nentries = C.int(n)
+	job.body_off = C.size_t(bodyOff)
+	job.body_len = C.size_t(len(pre))
+	job.body_done = boolInt(bodyDone)
+	job.is_head = boolInt(string(r.Method) == "HEAD")
+	C.ts_wsgi_submit_prepare(job)
+
+	// 2. Submit: one short cgo call, never blocks, never attaches.
+	if C.ts_pool_submit(&job.base) != 0 {
+		res.Status, res.Rejected = 503, true
+		w.WriteSimple(503, "text/plain; charset=utf-8", []byte("Service Unavailable: request queue full\n"), []byte("Retry-After: 1\r\n"))
+		return
+	}
+
+	// 3. Wait for the eventfd through the netpoller; past QueueTimeout a
+	//    job still queued is withdrawn and answered 503.
+	if !s.wait(h.QueueTimeout) {
+		res.Status, res.Rejected = 503, true
+		w.WriteSimple(503, "text/plain; charset=utf-8", []byte("Service Unavailable: timed out waiting for a worker thread\n"), []byte("Retry-After: 1\r\n"))
+		return
+	}
+	s.sync.Load()
+	if job.base.started_ns > job.base.enqueued_ns {
+		res.QueueWait = time.Duration(job.base.started_ns - job.base.enqueued_ns)
+	}
+	res.GILWait = time.Duration(job.base.gil_wait_ns)
+
+	// 4. Finish the response.
+	res.Status = s.finish()
+}
+
+// wait blocks the goroutine (not an OS thread) until the job is done. With
+// a positive timeout it withdraws a job still queued at the deadline and
+// returns false.
+func (s *slot) wait(timeout time.Duration) bool {
+	if timeout > 0 {
+		s.efd.SetReadDeadline(time.Now().Add(timeout))
+		_, err := io.ReadFull(s.efd, s.evbuf[:])
+		s.efd.SetReadDeadline(time.Time{})
+		if err == nil {
+			return true
+		}
+		if C.ts_pool_cancel(&s.job.base) == 1 {
+			return false
+		}
+	}
+	for {
+		if _, err := io.ReadFull(s.efd, s.evbuf[:]); err == nil {
+			return true
+		} else if !errors.Is(err, os.ErrDeadlineExceeded) {
+			panic("wsgi: eventfd read: " + err.Error())
+		}
+	}
+}
+
+// writeHead sends the app's status line and headers; contentLength -1
+// leaves the framing to http1 (chunked or close-delimited).
+func (s *slot) writeHead(contentLength int64) error {
+	job := s.job
+	head := unsafe.Slice((*byte)(unsafe.Pointer(job.head)), int(job.status_len+job.header_len))
+	err := s.w.WriteHead(int(job.status), head[:job.status_len], head[job.status_len:], contentLength, job.close != 0)
+	job.head_sent = 1
+	return err
+}
+
+func (s *slot) body() []byte {
+	return unsafe.Slice((*byte)(unsafe.Pointer(s.job.body)), int(s.job.out_len))
+}
+
+// finish completes the response after the job is done and returns the
+// status sent.
+func (s *slot) finish() int {
+	job, w := s.job, s.w
+	switch job.result {
+	case C.TS_WSGI_OK:
+		if job.head_sent == 0 {
+			cl := int64(job.content_length)
+			if cl < 0 {
+				cl = int64(job.out_len) // every block was gathered
+			}
+			s.writeHead(cl)
+		}
+		if job.out_len > 0 {
+			w.Write(s.body())
+		}
+		return int(job.status)
+	case C.TS_WSGI_FILE:
+		f := os.NewFile(uintptr(job.file_fd), "file_wrapper")
+		defer f.Close()
+		if job.head_sent == 0 {
+			cl := int64(job.content_length)
+			if cl < 0 {
+				cl = int64(job.file_count)
+			}
+			if err := s.writeHead(cl); err != nil {
+				return int(job.status)
+			}
+		}
+		if _, err := w.SendFile(f, int64(job.file_offset), int64(job.file_count)); err != nil && !errors.Is(err, http1.ErrClientGone) {
+			s.h.logger().Warn("wsgi: sendfile", "err", err)
+		}
+		return int(job.status)
+	case C.TS_WSGI_GONE:
+		w.Abort()
+		return int(job.status)
+	default: // TS_WSGI_ERROR
+		text := "wsgi: app failed"
+		if job.error != nil {
+			text = C.GoString(job.error)
+			C.free(unsafe.Pointer(job.error))
+			job.error = nil
+		}
+		s.h.logger().Error("wsgi: app raised", "method", string(s.r.Method), "target", string(s.r.Target), "traceback", text)
+		if job.head_sent != 0 || w.Started() {
+			// The head is on the wire: the only honest end is to cut the
+			// connection so the client sees a truncated response.
+			w.Abort()
+			return int(job.status)
+		}
+		w.WriteSimple(500, "text/plain; charset=utf-8", []byte("Internal Server Error\n"), nil)
+		return 500
+	}
+}
+
+func boolInt(b bool) C.int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+var _ = python.Logger

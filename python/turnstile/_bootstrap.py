@@ -1,0 +1,185 @@
+"""The little Python that turnstile needs, run on the main Python thread.
+
+Loaded from the binary (python/embed.go) as module ``_turnstile_bootstrap``
+before the app is imported. It makes the embedded interpreter safe to run
+inside a Go process (DESIGN.md, "Embedding pitfalls"):
+
+* Go owns the signals: ``signal.signal`` and ``faulthandler.enable`` become
+  calls that log and do nothing.
+* ``print``, ``logging`` and ``wsgi.errors`` go to the server's log, line by
+  line, never to a block-buffered stdout that loses lines on a crash.
+* ``multiprocessing`` starts children with ``forkserver`` (a forked copy of a
+  Go process has a dead runtime), from a real ``sys.executable``.
+"""
+
+import sys
+
+import _turnstile
+
+DEBUG, INFO, WARNING, ERROR = 10, 20, 30, 40
+
+
+class LogStream:
+    """A text stream that writes each complete line as one log record."""
+
+    encoding = "utf-8"
+    errors = "backslashreplace"
+
+    def __init__(self, level, name):
+        self.level = level
+        self.name = name
+        self._buf = ""
+
+    def write(self, text):
+        if not isinstance(text, str):
+            raise TypeError(f"write() argument must be str, not {type(text).__name__}")
+        buf = self._buf + text
+        if "\n" in buf:
+            *lines, buf = buf.split("\n")
+            for line in lines:
+                _turnstile.log(self.level, line)
+        self._buf = buf
+        return len(text)
+
+    def writelines(self, lines):
+        for line in lines:
+            self.write(line)
+
+    def flush(self):
+        if self._buf:
+            buf, self._buf = self._buf, ""
+            _turnstile.log(self.level, buf)
+
+    def isatty(self):
+        return False
+
+    def writable(self):
+        return True
+
+    def readable(self):
+        return False
+
+    def seekable(self):
+        return False
+
+    def fileno(self):
+        raise OSError("turnstile log stream has no file descriptor")
+
+    def close(self):
+        self.flush()
+
+    @property
+    def closed(self):
+        return False
+
+
+def _inert_signal(signalnum, handler, _real=None):
+    import signal as _signal
+
+    _turnstile.log(DEBUG, f"turnstile: ignored signal.signal({signalnum!r}, ...): the server owns signals")
+    try:
+        return _signal.getsignal(signalnum)
+    except Exception:
+        return _signal.SIG_DFL
+
+
+def _inert_faulthandler_enable(*args, **kwargs):
+    _turnstile.log(DEBUG, "turnstile: ignored faulthandler.enable(): the server owns SIGSEGV")
+
+
+def setup(app_dir, switch_interval, workers):
+    """Prepare the interpreter; called once before the app is imported."""
+    global _workers
+    _workers = workers
+    sys.stdout = LogStream(INFO, "stdout")
+    sys.stderr = LogStream(ERROR, "stderr")
+    global wsgi_errors
+    wsgi_errors = LogStream(ERROR, "wsgi.errors")
+    if app_dir and app_dir not in sys.path:
+        sys.path.insert(0, app_dir)
+    if switch_interval and switch_interval > 0:
+        sys.setswitchinterval(switch_interval)
+
+    # The first thread to import threading becomes threading.main_thread()
+    # (3.11, 3.12): import it here, on the main Python thread.
+    import threading  # noqa: F401
+
+    import signal
+    import faulthandler
+
+    signal.signal = _inert_signal
+    faulthandler.enable = _inert_faulthandler_enable
+
+    import multiprocessing
+
+    try:
+        multiprocessing.set_start_method("forkserver", force=True)
+    except ValueError:
+        multiprocessing.set_start_method("spawn", force=True)
+
+
+def format_exception(exc):
+    if isinstance(exc, AppLoadError):
+        return f"turnstile: {exc}"
+    import traceback
+
+    return "".join(traceback.format_exception(type(exc), exc, exc.__traceback__)).rstrip("\n")
+
+
+class AppLoadError(Exception):
+    """A clear one-line reason the app could not be loaded."""
+
+
+def _is_asgi(app):
+    import inspect
+
+    if inspect.iscoroutinefunction(app):
+        return True
+    call = getattr(app, "__call__", None)
+    if call is not None and inspect.iscoroutinefunction(call):
+        return True
+    return False
+
+
+def load_app(spec, factory, interface):
+    """Import MODULE:ATTR and return (app, "wsgi" | "asgi")."""
+    import importlib
+
+    module_name, sep, attr = spec.partition(":")
+    if not sep or not module_name or not attr:
+        raise AppLoadError(f"app spec {spec!r} is not MODULE:ATTR")
+    try:
+        module = importlib.import_module(module_name)
+    except ModuleNotFoundError as exc:
+        if exc.name == module_name or (exc.name and module_name.startswith(exc.name + ".")):
+            raise AppLoadError(f"no module named {exc.name!r} (sys.path: {sys.path[:3]}...)") from None
+        raise
+    app = module
+    for part in attr.split("."):
+        try:
+            app = getattr(app, part)
+        except AttributeError:
+            raise AppLoadError(f"module {module_name!r} has no attribute {attr!r}") from None
+    if factory:
+        app = app()
+    if not callable(app):
+        raise AppLoadError(f"{spec} is not callable (got {type(app).__name__})")
+    if interface == "auto":
+        interface = "asgi" if _is_asgi(app) else "wsgi"
+    return app, interface
+
+
+def shutdown():
+    """Run atexit handlers and logging.shutdown(), flush stdio."""
+    import atexit
+
+    try:
+        atexit._run_exitfuncs()
+    finally:
+        if "logging" in sys.modules:
+            sys.modules["logging"].shutdown()
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                stream.flush()
+            except Exception:
+                pass
