@@ -16,7 +16,9 @@ import (
 
 // Handler answers one request. The Request and ResponseWriter are reused
 // by the connection and are valid only until ServeHTTP1 returns.
-type Handler interface{ ServeHTTP1(w *ResponseWriter, r *Request) }
+type Handler interface {
+	ServeHTTP1(w *ResponseWriter, r *Request)
+}
 
 // HandlerFunc adapts a function to Handler.
 type HandlerFunc func(w *ResponseWriter, r *Request)
