@@ -31,6 +31,7 @@ import datetime
 import http.client
 import os
 import re
+import resource
 import shlex
 import shutil
 import signal
@@ -78,9 +79,11 @@ def argv_turnstile(c, port):
 
 
 def argv_granian(c, port):
-    return [c.bin("granian"), "--interface", c.interface, "--workers", "1",
-            "--blocking-threads", str(c.threads), "--host", HOST, "--port", str(port),
-            "--working-dir", APPS, "--log-level", "warning", "--no-access-log", c.target]
+    # granian refuses --blocking-threads > 1 for ASGI (one event loop).
+    threads = ["--blocking-threads", str(c.threads)] if c.interface == "wsgi" else []
+    return [c.bin("granian"), "--interface", c.interface, "--workers", "1"] + threads + [
+            "--host", HOST, "--port", str(port), "--working-dir", APPS,
+            "--log-level", "warning", "--no-access-log", c.target]
 
 
 def argv_gunicorn(c, port):
@@ -212,6 +215,29 @@ def core_busy(before, after, core):
     b0, t0 = before.get(core, (0, 0))
     b1, t1 = after.get(core, (0, 0))
     return (b1 - b0) / (t1 - t0) if t1 > t0 else float("nan")
+
+
+def children_cpu():
+    """CPU seconds of this driver's waited-for children (the load generator)."""
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return r.ru_utime + r.ru_stime
+
+
+def wait_quiet(cores, threshold, max_wait):
+    """Wait until every core in `cores` was under `threshold` busy for 1 s.
+
+    The machine is shared; a compile on our cores wrecks a run. Returns the
+    seconds waited (max_wait at most).
+    """
+    t0 = time.monotonic()
+    while True:
+        k0 = core_ticks()
+        time.sleep(1)
+        k1 = core_ticks()
+        if all(core_busy(k0, k1, c) < threshold for c in cores):
+            return time.monotonic() - t0 - 1
+        if time.monotonic() - t0 >= max_wait:
+            return time.monotonic() - t0 - 1
 
 
 def loadavg():
@@ -390,7 +416,8 @@ def sh(cmd, timeout=30):
 
 FIELDS = ["scenario", "phase", "rep", "server", "conns", "rate", "duration_s", "requests",
           "rps", "errors", "error_detail", "server_cpu_s", "cpu_us_per_req", "p50_ms",
-          "p99_ms", "p999_ms", "max_ms", "conns_served", "server_core_busy", "client_core_busy",
+          "p99_ms", "p999_ms", "max_ms", "conns_served", "client_cpu_s", "server_core_busy", "client_core_busy",
+          "server_core_other", "quiet_wait_s",
           "loadavg_before", "started_utc"]
 
 
@@ -417,6 +444,12 @@ class Runner:
         self.csvf.flush()
 
     def start(self, name):
+        self.waited = 0.0
+        if name in self.dead:
+            return None, 0
+        if self.args.quiet > 0:
+            self.waited = wait_quiet((self.args.server_core, self.args.client_core),
+                                     self.args.quiet, self.args.quiet_max_wait)
         port = free_port()
         argv = SERVERS[name]["argv"](self.ctx, port)
         self.commands.setdefault(name, shlex.join(
@@ -426,7 +459,9 @@ class Runner:
         err = srv.wait_ready(port, self.args.path, self.scen["expect"], self.args.start_timeout)
         if err:
             srv.stop()
-            print("  %s failed to start: %s\n%s" % (name, err, srv.log_tail()), flush=True)
+            self.dead.add(name)
+            print("  %s failed to start: %s (not tried again in this run)\n%s" % (
+                name, err, srv.log_tail()), flush=True)
             return None, port
         return srv, port
 
@@ -434,7 +469,8 @@ class Runner:
         d = self.args.duration
         srv, port = self.start(name)
         row = dict(phase="saturation", rep=rep, server=name, conns=conns, duration_s=d,
-                   started_utc=utcnow(), loadavg_before=loadavg().split()[0])
+                   started_utc=utcnow(), loadavg_before=loadavg().split()[0],
+                   quiet_wait_s=self.waited)
         if not srv:
             row.update(errors=-1, error_detail="failed to start")
             self.record(row)
@@ -445,9 +481,9 @@ class Runner:
                 subprocess.run(wrk_cmd(self.args, conns, self.args.warmup, url), capture_output=True)
             cmd = wrk_cmd(self.args, conns, d, url)
             self.commands.setdefault("wrk", shlex.join(cmd).replace(str(port), "PORT"))
-            c0, k0 = srv.cpu(), core_ticks()
+            c0, k0, w0 = srv.cpu(), core_ticks(), children_cpu()
             p = subprocess.run(cmd, capture_output=True, timeout=d + 60)
-            c1, k1 = srv.cpu(), core_ticks()
+            c1, k1, w1 = srv.cpu(), core_ticks(), children_cpu()
             alive = srv.proc.poll() is None
         finally:
             srv.stop()
@@ -471,8 +507,7 @@ class Runner:
                    cpu_us_per_req=cpu / r["requests"] * 1e6 if r["requests"] else float("nan"),
                    p50_ms=r.get("p50_ms"), p99_ms=r.get("p99_ms"), max_ms=r.get("max_ms"),
                    conns_served=r["rps"] * r["mean_ms"] / 1e3 if "mean_ms" in r and "rps" in r else float("nan"),
-                   server_core_busy=core_busy(k0, k1, self.args.server_core),
-                   client_core_busy=core_busy(k0, k1, self.args.client_core))
+                   **self.cores(k0, k1, cpu, w1 - w0))
         self.record(row)
         print("  rep %d  c=%-4d %-10s %9.0f req/s  %7.1f us-cpu/req  errors %d%s" % (
             rep, conns, name, r.get("rps", 0), row["cpu_us_per_req"], errors,
@@ -482,7 +517,8 @@ class Runner:
         d = self.args.duration
         srv, port = self.start(name)
         row = dict(phase="latency", rep=rep, server=name, rate=rate, duration_s=d,
-                   started_utc=utcnow(), loadavg_before=loadavg().split()[0])
+                   started_utc=utcnow(), loadavg_before=loadavg().split()[0],
+                   quiet_wait_s=self.waited)
         if not srv:
             row.update(errors=-1, error_detail="failed to start")
             self.record(row)
@@ -498,9 +534,9 @@ class Runner:
             cmd = vegeta_cmd(self.args, rate, d, targets, binfile)
             self.commands.setdefault("vegeta", shlex.join(cmd).replace(targets, "TARGETS").replace(binfile, "OUT.bin")
                                      + "   # TARGETS: GET http://127.0.0.1:PORT%s" % self.args.path)
-            c0, k0 = srv.cpu(), core_ticks()
+            c0, k0, w0 = srv.cpu(), core_ticks(), children_cpu()
             p = subprocess.run(cmd, capture_output=True, timeout=d + 60)
-            c1, k1 = srv.cpu(), core_ticks()
+            c1, k1, w1 = srv.cpu(), core_ticks(), children_cpu()
             alive = srv.proc.poll() is None
         finally:
             srv.stop()
@@ -516,11 +552,19 @@ class Runner:
                    error_detail=detail, server_cpu_s=cpu,
                    cpu_us_per_req=cpu / r["ok"] * 1e6 if r["ok"] else float("nan"),
                    p50_ms=r["p50_ms"], p99_ms=r["p99_ms"], p999_ms=r["p999_ms"], max_ms=r["max_ms"],
-                   server_core_busy=core_busy(k0, k1, self.args.server_core),
-                   client_core_busy=core_busy(k0, k1, self.args.client_core))
+                   **self.cores(k0, k1, cpu, w1 - w0))
         self.record(row)
         print("  rep %d  rate=%d %-10s p50 %7.2f  p99 %7.2f  p99.9 %7.2f  max %7.1f ms  errors %d" % (
             rep, rate, name, r["p50_ms"], r["p99_ms"], r["p999_ms"], r["max_ms"], r["errors"]), flush=True)
+
+    def cores(self, k0, k1, server_cpu, client_cpu):
+        """Core use during a run: how much of the server's core went to others."""
+        a = self.args
+        busy = core_busy(k0, k1, a.server_core)
+        wall = (k1[a.server_core][1] - k0[a.server_core][1]) / CLK_TCK
+        return dict(client_cpu_s=client_cpu, server_core_busy=busy,
+                    client_core_busy=core_busy(k0, k1, a.client_core),
+                    server_core_other=busy - server_cpu / wall if wall > 0 else float("nan"))
 
     def order(self, servers, rep):
         k = (rep - 1) % len(servers)
@@ -589,8 +633,8 @@ def summary(runner, servers, baseline):
                  a.reps, a.duration, a.server_core, a.client_core, baseline), ""]
     if any(r["phase"] == "saturation" for r in rows):
         lines += ["Saturation (wrk, closed loop):", "",
-                  "| server | conns | req/s | vs %s | server CPU µs/req | vs %s | p99 ms (closed loop) | conns served | errors | runs |" % (baseline, baseline),
-                  "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+                  "| server | conns | req/s | vs %s | server CPU µs/req | vs %s | p99 ms (closed loop) | conns served | errors | runs | others on server core |" % (baseline, baseline),
+                  "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
         for conns in a.conns:
             base = [r for r in rows if r["phase"] == "saturation" and r["server"] == baseline and r["conns"] == conns]
             b_rps, b_cpu = med(base, "rps"), med(base, "cpu_us_per_req")
@@ -603,31 +647,33 @@ def summary(runner, servers, baseline):
                 failed = len(rs) - len(good)
                 rps, cpu = med(good, "rps"), med(good, "cpu_us_per_req")
                 served = med(good, "conns_served")
-                lines.append("| %s | %d | %s | %s | %s | %s | %s | %s%s | %d%s | %d |" % (
+                lines.append("| %s | %d | %s | %s | %s | %s | %s | %s%s | %d%s | %d | %s |" % (
                     s, conns, fmt(rps, "%.0f"), ratio(rps, b_rps), fmt(cpu, "%.1f"), ratio(cpu, b_cpu),
                     fmt(med(good, "p99_ms"), "%.2f"), fmt(served, "%.0f"),
-                    " ⚠" if served == served and served < conns / 2 else "", errs, " (%d failed)" % failed if failed else "", len(good)))
+                    " ⚠" if served == served and served < conns / 2 else "", errs, " (%d failed)" % failed if failed else "", len(good),
+                    fmt(max(0.0, 100 * med(good, "server_core_other")), "%.0f%%")))
         lines += ["", "conns served = req/s × wrk's mean latency (Little's law): how many connections "
                   "were really in service. ⚠ = under half of conns: the rest waited unserved, which a "
-                  "closed-loop req/s hides (wrk's latency excludes connect time, so servers that close "
-                  "every connection read a little low).", ""]
+                  "closed-loop req/s hides. wrk's latency excludes connect time, so for a server that "
+                  "closes every connection (uwsgi here) the shortfall is time spent in the accept queue. Others on server core = median share of the "
+                  "server's core used by processes outside the server during the run (noise; want ~0%).", ""]
     lat = [r for r in rows if r["phase"] == "latency"]
     if lat:
         rate = lat[0]["rate"]
         base = [r for r in lat if r["server"] == baseline]
         lines += ["Latency (vegeta, open loop at %s req/s):" % rate, "",
-                  "| server | p50 ms | p99 ms | p99.9 ms | max ms | p99 vs %s | server CPU µs/req | errors | runs |" % baseline,
-                  "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
+                  "| server | p50 ms | p99 ms | p99.9 ms | max ms | p99 vs %s | server CPU µs/req | errors | runs | others on server core |" % baseline,
+                  "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
         for s in servers:
             rs = [r for r in lat if r["server"] == s and r.get("requests") not in (None, "")]
             if not rs:
                 continue
             errs = sum(int(r["errors"]) for r in rs)
-            lines.append("| %s | %s | %s | %s | %s | %s | %s | %d | %d |" % (
+            lines.append("| %s | %s | %s | %s | %s | %s | %s | %d | %d | %s |" % (
                 s, fmt(med(rs, "p50_ms"), "%.2f"), fmt(med(rs, "p99_ms"), "%.2f"),
                 fmt(med(rs, "p999_ms"), "%.2f"), fmt(med(rs, "max_ms"), "%.1f"),
                 ratio(med(rs, "p99_ms"), med(base, "p99_ms")), fmt(med(rs, "cpu_us_per_req"), "%.1f"),
-                errs, len(rs)))
+                errs, len(rs), fmt(max(0.0, 100 * med(rs, "server_core_other")), "%.0f%%")))
         lines.append("")
     return "\n".join(lines)
 
@@ -764,6 +810,9 @@ def main():
     p.add_argument("--wrk", default=shutil.which("wrk") or "wrk")
     p.add_argument("--wrk-timeout", default="5s")
     p.add_argument("--vegeta", default=os.path.join(WORK, "bin", "vegeta"))
+    p.add_argument("--quiet", type=float, default=0.25,
+                   help="before each run wait until both cores are under this busy fraction for 1 s (0: off)")
+    p.add_argument("--quiet-max-wait", type=float, default=60, help="give up waiting for quiet after this many s")
     p.add_argument("--start-timeout", type=float, default=30)
     p.add_argument("--out", default=os.path.join(BENCH, "results"), help="results folder (dev runs: bench/work/results)")
     args = p.parse_args()
