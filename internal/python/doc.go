@@ -1,0 +1,33 @@
+// Package python embeds CPython: it initialises the interpreter on a
+// dedicated main thread, runs a pool of Python threads that wait for jobs
+// on a C-side queue, and owns the one attach/detach pair (thread.c) where
+// the turnstile barrier lives.
+//
+// Life of a job (DESIGN.md, the crossing rule):
+//
+//  1. A handler goroutine fills a C-allocated job (ts_job, embedded in the
+//     interface's own job type) and calls ts_pool_submit: one short cgo
+//     call that locks the queue, appends, signals an idle thread and
+//     returns. A full queue returns -1 (the caller answers 503).
+//  2. A pool thread (pthread "ts-py-N", created in pool.c, attached to its
+//     own PyThreadState for life) pops the job. If it had gone idle it
+//     attaches through ts_thread_attach, which times the GIL wait; if it
+//     just finished a job it keeps the GIL unless the turnstile says to
+//     hand it over (ts_thread_yield_if_due).
+//  3. job->run executes attached. It may detach around C→Go calls for
+//     blocking I/O (body reads, socket writes), never holding the GIL
+//     across them.
+//  4. run writes the job's eventfd. The handler goroutine, blocked in a
+//     read of that eventfd through Go's netpoller (no OS thread blocked),
+//     wakes and finishes the response in Go.
+//
+// Threads: only threads this package creates attach through the pair.
+// Threads the app starts attach on their own (PyGILState), and CPython
+// still drops and retakes the GIL inside blocking calls and every switch
+// interval (sys.setswitchinterval): the barrier governs job boundaries.
+//
+// Start-up and shutdown: Start runs PyConfig, Py_InitializeFromConfig, the
+// bootstrap (python/turnstile/_bootstrap.py) and the app import on the main
+// Python thread, which then detaches and waits; Shutdown runs atexit
+// handlers and logging.shutdown() there. Py_FinalizeEx is never called.
+package python

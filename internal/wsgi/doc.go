@@ -1,0 +1,25 @@
+// Package wsgi serves WSGI apps (PEP 3333) on the pool of Python threads.
+//
+// Life of a WSGI request:
+//
+//  1. Handler.ServeHTTP1 (a handler goroutine, no GIL) takes a slot: a
+//     C-allocated ts_wsgi_job, its eventfd and a cgo.Handle, reused across
+//     requests.
+//  2. buildEnviron writes the request block (wsgi.h): CGI and HTTP_* keys
+//     (known keys by id), PATH_INFO percent-decoded, repeated fields joined
+//     with ", " (cookies "; "), names with "_" dropped. If the whole body is
+//     already buffered and at most MaxPrefetchBytes, it follows the block,
+//     so the app reads it without a callback.
+//  3. ts_pool_submit queues the job; the goroutine reads the eventfd.
+//  4. On a Python thread, wsgi_run (wsgi.c) enters a fresh
+//     contextvars.Context, turns the block into the environ dict in one
+//     pass, calls the app, and collects the body: blocks from a list or
+//     tuple iterator are gathered and sent with the head in one write; any
+//     other iterable has each block flushed (go_ts_wsgi_flush, GIL
+//     released) before the next is asked for. close() always runs.
+//     wsgi.file_wrapper over a regular file is handed to Go as a dup'd fd
+//     and sent with sendfile.
+//  5. The eventfd fires; finish writes what is left (head, gathered body,
+//     file) or answers 500 (nothing sent yet) or cuts the connection (app
+//     failed after the head went out).
+package wsgi
