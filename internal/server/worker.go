@@ -39,6 +39,12 @@ const (
 func Run(cfg *config.Config, log *slog.Logger) int {
 	python.SetLogger(log)
 	slog.SetDefault(log)
+	// Without Python's own handlers, a write to a closed pipe or socket
+	// from a thread Go did not create (any threading.Thread) would deliver
+	// SIGPIPE with the default action and kill the process; ignored, the
+	// write fails with EPIPE and Python raises BrokenPipeError. Children
+	// started with subprocess get the default back (restore_signals).
+	signal.Ignore(syscall.SIGPIPE)
 
 	program, err := pythonProgram(cfg)
 	if err != nil {
