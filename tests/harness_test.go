@@ -14,8 +14,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"runtime"
-	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -220,12 +220,14 @@ func ReadAll(c net.Conn, timeout time.Duration) (string, bool) {
 }
 
 // StatusCodes returns the status code of every response in raw bytes.
+// Responses may follow a body directly, so the status line is found
+// anywhere, not only after a CRLF.
 func StatusCodes(raw string) []string {
 	var codes []string
-	for _, line := range strings.Split(raw, "\r\n") {
-		if strings.HasPrefix(line, "HTTP/1.") && len(line) >= 12 {
-			codes = append(codes, line[9:12])
-		}
+	for _, m := range statusLine.FindAllStringSubmatch(raw, -1) {
+		codes = append(codes, m[1])
 	}
 	return codes
 }
+
+var statusLine = regexp.MustCompile(`HTTP/1\.[01] (\d{3}) `)

@@ -62,6 +62,7 @@ func go_ts_wsgi_read(h C.uintptr_t, buf *C.char, n C.size_t) C.long {
 			return 0
 		}
 		if err != nil {
+			s.rerr = err
 			return -1
 		}
 	}

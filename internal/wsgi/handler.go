@@ -90,6 +90,7 @@ type slot struct {
 	addrs  addrCache
 	evbuf  [8]byte
 	werr   error // first write error in a callback
+	rerr   error // the body read error the app saw, if any
 }
 
 var errSlot = errors.New("wsgi: cannot allocate a request slot")
@@ -119,7 +120,7 @@ func (h *Handler) getSlot() (*slot, error) {
 }
 
 func (h *Handler) putSlot(s *slot) {
-	s.w, s.r, s.werr = nil, nil, nil
+	s.w, s.r, s.werr, s.rerr = nil, nil, nil, nil
 	h.mu.Lock()
 	h.free = append(h.free, s)
 	h.mu.Unlock()
@@ -292,6 +293,16 @@ func (s *slot) finish() int {
 			C.free(unsafe.Pointer(job.error))
 			job.error = nil
 		}
+		if s.rerr != nil {
+			// The app failed because the request body could not be read
+			// (bad framing, too large, timeout, client gone): the client's
+			// fault, answered by http1 with 400/413/408 and a close.
+			s.h.logger().Debug("wsgi: request body failed under the app", "err", s.rerr, "traceback", text)
+			if job.head_sent != 0 || w.Started() {
+				w.Abort()
+			}
+			return bodyErrStatus(s.rerr)
+		}
 		s.h.logger().Error("wsgi: app raised", "method", string(s.r.Method), "target", string(s.r.Target), "traceback", text)
 		if job.head_sent != 0 || w.Started() {
 			// The head is on the wire: the only honest end is to cut the
@@ -302,6 +313,19 @@ func (s *slot) finish() int {
 		w.WriteSimple(500, "text/plain; charset=utf-8", []byte("Internal Server Error\n"), nil)
 		return 500
 	}
+}
+
+// bodyErrStatus is the status http1 answers for a body read error.
+func bodyErrStatus(err error) int {
+	switch {
+	case errors.Is(err, http1.ErrBodyTooLarge):
+		return 413
+	case errors.Is(err, http1.ErrBodyTimeout):
+		return 408
+	case errors.Is(err, http1.ErrBodyFraming):
+		return 400
+	}
+	return 0
 }
 
 func boolInt(b bool) C.int {

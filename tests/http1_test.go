@@ -1,0 +1,176 @@
+package tests
+
+// The HTTP/1.1 conformance cases of ../shared/cases/CASES.md run against
+// the real binary and a real WSGI app (testapps/echo.py). internal/http1
+// has the full tables; these prove the whole server frames the same way
+// and that nothing smuggled reaches Python.
+
+import (
+	"net"
+	"strings"
+	"testing"
+	"time"
+)
+
+// oneResponseThenClose asserts exactly one response with status want,
+// carrying Connection: close, then EOF.
+func oneResponseThenClose(t *testing.T, got string, closed bool, want string) {
+	t.Helper()
+	codes := StatusCodes(got)
+	if len(codes) != 1 || codes[0] != want {
+		t.Errorf("status codes = %v; want [%s]\n%q", codes, want, got)
+	}
+	if !closed {
+		t.Errorf("connection not closed after the response")
+	}
+	if !strings.Contains(strings.ToLower(got), "connection: close") {
+		t.Errorf("response lacks Connection: close:\n%q", got)
+	}
+}
+
+func TestB16_Smuggling(t *testing.T) {
+	s := Start(t, "echo:app")
+	const tail = "GET /admin HTTP/1.1\r\nHost: a\r\n\r\n"
+	rows := []struct{ id, raw string }{
+		{"cl-te", "POST /a HTTP/1.1\r\nHost: a\r\nContent-Length: 4\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n" + tail},
+		{"te-vtab", "POST /a HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: \x0bchunked\r\n\r\n0\r\n\r\n" + tail},
+		{"te-chunked-identity", "POST /a HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked, identity\r\n\r\n0\r\n\r\n" + tail},
+		{"te-xchunked", "POST /a HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: xchunked\r\n\r\n0\r\n\r\n" + tail},
+		{"te-space-before-colon", "POST /a HTTP/1.1\r\nHost: a\r\nTransfer-Encoding : chunked\r\n\r\n0\r\n\r\n" + tail},
+		{"te-obs-fold", "POST /a HTTP/1.1\r\nHost: a\r\nTransfer-Encoding:\r\n chunked\r\n\r\n0\r\n\r\n" + tail},
+		{"cl-plus", "POST /a HTTP/1.1\r\nHost: a\r\nContent-Length: +4\r\n\r\nabcd" + tail},
+		{"cl-conflict", "POST /a HTTP/1.1\r\nHost: a\r\nContent-Length: 4\r\nContent-Length: 5\r\n\r\nabcd" + tail},
+		{"te-then-te", "POST /a HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\nTransfer-Encoding: x\r\n\r\n0\r\n\r\n" + tail},
+		{"chunk-size-0x", "POST /a HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n0x4\r\nabcd\r\n0\r\n\r\n" + tail},
+		{"chunk-lf-only", "POST /a HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n4\nabcd\n0\n\n" + tail},
+		{"chunk-overflow", "POST /a HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\nffffffffffffffffff1\r\nabcd\r\n0\r\n\r\n" + tail},
+	}
+	for _, row := range rows {
+		t.Run(row.id, func(t *testing.T) {
+			got, closed := Raw(t, s.Addr, row.raw, 3*time.Second)
+			oneResponseThenClose(t, got, closed, "400")
+		})
+	}
+	time.Sleep(100 * time.Millisecond)
+	if strings.Contains(s.Logs(), "APP-SEEN /admin") {
+		t.Fatalf("a smuggled /admin reached the app:\n%s", s.Logs())
+	}
+}
+
+func TestB18_InvalidBytes(t *testing.T) {
+	s := Start(t, "echo:app")
+	rows := []struct{ id, raw string }{
+		{"bare-lf-hidden", "GET / HTTP/1.1\r\nHost: a\r\nX-Note:\n\nGET /hidden HTTP/1.1\nHost: a\r\n\r\n"},
+		{"nul-in-value", "GET / HTTP/1.1\r\nHost: a\r\nX-Note: a\x00b\r\n\r\n"},
+		{"bare-cr-in-value", "GET / HTTP/1.1\r\nHost: a\r\nX-Note: a\rb\r\n\r\n"},
+		{"nul-in-target", "GET /\x00 HTTP/1.1\r\nHost: a\r\n\r\n"},
+		{"empty-name", "GET / HTTP/1.1\r\nHost: a\r\n: empty\r\n\r\n"},
+	}
+	for _, row := range rows {
+		t.Run(row.id, func(t *testing.T) {
+			got, closed := Raw(t, s.Addr, row.raw, 3*time.Second)
+			oneResponseThenClose(t, got, closed, "400")
+		})
+	}
+	time.Sleep(100 * time.Millisecond)
+	if strings.Contains(s.Logs(), "APP-SEEN /hidden") {
+		t.Fatalf("/hidden reached the app:\n%s", s.Logs())
+	}
+}
+
+func TestB21_PipeliningAfterClose(t *testing.T) {
+	s := Start(t, "echo:app")
+	for _, row := range []struct{ id, raw string }{
+		{"second-valid", "GET /first HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\nGET /second HTTP/1.1\r\nHost: a\r\n\r\n"},
+		{"second-invalid", "GET /first HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\nInvalid\r\n\r\n"},
+	} {
+		t.Run(row.id, func(t *testing.T) {
+			got, closed := Raw(t, s.Addr, row.raw, 3*time.Second)
+			oneResponseThenClose(t, got, closed, "200")
+			if !strings.Contains(got, `"path": "/first"`) {
+				t.Errorf("the response is not /first's:\n%q", got)
+			}
+		})
+	}
+	t.Run("in-order", func(t *testing.T) {
+		got, _ := Raw(t, s.Addr, "GET /1 HTTP/1.1\r\nHost: a\r\n\r\nGET /2 HTTP/1.1\r\nHost: a\r\n\r\nGET /3 HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n", 3*time.Second)
+		i1, i2, i3 := strings.Index(got, `"/1"`), strings.Index(got, `"/2"`), strings.Index(got, `"/3"`)
+		if codes := StatusCodes(got); len(codes) != 3 || i1 < 0 || !(i1 < i2 && i2 < i3) {
+			t.Errorf("pipelined responses out of order or missing: %v\n%q", codes, got)
+		}
+	})
+	time.Sleep(100 * time.Millisecond)
+	if strings.Contains(s.Logs(), "APP-SEEN /second") {
+		t.Fatalf("/second reached the app after Connection: close")
+	}
+}
+
+func TestB22_ExpectContinue(t *testing.T) {
+	s := Start(t, "echo:app")
+	t.Run("http10-no-100", func(t *testing.T) {
+		got, _ := Raw(t, s.Addr, "POST / HTTP/1.0\r\nHost: a\r\nExpect: 100-continue\r\nContent-Length: 5\r\n\r\nhello", 3*time.Second)
+		if n := strings.Count(got, "HTTP/1.1 100"); n != 0 {
+			t.Errorf("%d interim 100 responses to HTTP/1.0; want 0:\n%q", n, got)
+		}
+		if codes := StatusCodes(got); len(codes) != 1 || codes[0] != "200" {
+			t.Errorf("codes = %v; want [200]", codes)
+		}
+	})
+	t.Run("http11-one-100", func(t *testing.T) {
+		c, err := net.Dial("tcp", s.Addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		c.Write([]byte("POST / HTTP/1.1\r\nHost: a\r\nExpect: 100-continue\r\nContent-Length: 5\r\nConnection: close\r\n\r\n"))
+		first, _ := ReadAll(c, 2*time.Second)
+		if !strings.HasPrefix(first, "HTTP/1.1 100 Continue\r\n\r\n") {
+			t.Fatalf("before the body: %q; want a 100 Continue", first)
+		}
+		c.Write([]byte("hello"))
+		rest, _ := ReadAll(c, 3*time.Second)
+		all := first + rest
+		if n := strings.Count(all, "HTTP/1.1 100"); n != 1 {
+			t.Errorf("%d interim responses; want 1:\n%q", n, all)
+		}
+		if !strings.Contains(rest, `"body_len": 5`) {
+			t.Errorf("the app did not get the 5-byte body:\n%q", rest)
+		}
+	})
+}
+
+func TestB23_Oversized(t *testing.T) {
+	s := Start(t, "echo:app")
+	big := strings.Repeat("a", 20000)
+	t.Run("cookie-431", func(t *testing.T) {
+		got, _ := Raw(t, s.Addr, "GET / HTTP/1.1\r\nHost: a\r\nCookie: "+big+"\r\n\r\n", 3*time.Second)
+		if codes := StatusCodes(got); len(codes) != 1 || codes[0] != "431" {
+			t.Errorf("codes = %v; want [431]", codes)
+		}
+	})
+	t.Run("120-headers-431", func(t *testing.T) {
+		var b strings.Builder
+		b.WriteString("GET / HTTP/1.1\r\nHost: a\r\n")
+		for i := 0; i < 120; i++ {
+			b.WriteString("X-H" + strings.Repeat("x", 3) + ": " + strings.Repeat("v", 90) + "\r\n")
+		}
+		b.WriteString("\r\n")
+		got, _ := Raw(t, s.Addr, b.String(), 3*time.Second)
+		if codes := StatusCodes(got); len(codes) != 1 || codes[0] != "431" {
+			t.Errorf("codes = %v; want [431]", codes)
+		}
+	})
+	t.Run("long-url-414", func(t *testing.T) {
+		got, _ := Raw(t, s.Addr, "GET /"+strings.Repeat("u", 9000)+" HTTP/1.1\r\nHost: a\r\n\r\n", 3*time.Second)
+		if codes := StatusCodes(got); len(codes) != 1 || codes[0] != "414" {
+			t.Errorf("codes = %v; want [414]", codes)
+		}
+	})
+	t.Run("raised-limit-200", func(t *testing.T) {
+		s2 := Start(t, "--limit-request-field-size", "32768", "echo:app")
+		got, _ := Raw(t, s2.Addr, "GET / HTTP/1.1\r\nHost: a\r\nCookie: "+big+"\r\nConnection: close\r\n\r\n", 3*time.Second)
+		if codes := StatusCodes(got); len(codes) != 1 || codes[0] != "200" {
+			t.Errorf("codes = %v; want [200]", codes)
+		}
+	})
+}
