@@ -299,6 +299,7 @@ type conn struct {
 	body    Body
 	w       ResponseWriter
 	scratch []byte // for draining chunked bodies; allocated on first use
+	bg      bgRead // NotifyClose's background read (watch.go)
 }
 
 var (
@@ -351,6 +352,9 @@ type connReader struct {
 }
 
 func (r *connReader) Read(p []byte) (int, error) {
+	if n, err, ok := r.c.readAhead(p); ok {
+		return n, err
+	}
 	if r.bodyMode {
 		r.c.rwc.SetReadDeadline(time.Now().Add(r.c.lim.body))
 	}
@@ -468,6 +472,7 @@ func (c *conn) serveRequest() bool {
 	} else {
 		panicked = c.callHandler()
 	}
+	c.stopBackgroundRead()
 
 	// (5) Finish the response.
 	w := &c.w
