@@ -64,11 +64,11 @@ func (w *ResponseWriter) NotifyClose(onClose func()) bool {
 			gone = true
 		}
 		bg.active = false
-		close(bg.done)
 		bg.mu.Unlock()
 		if gone {
-			onClose()
+			onClose() // before done: stopBackgroundRead waits for it
 		}
+		close(bg.done)
 	}()
 	return true
 }

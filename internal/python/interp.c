@@ -232,8 +232,10 @@ run_bootstrap(const ts_interp_config *cfg, char **kind, char **err)
     ts_app = Py_NewRef(PyTuple_GET_ITEM(res, 0));
     *kind = dup_utf8(PyTuple_GET_ITEM(res, 1));
     Py_DECREF(res);
-    if (cfg->after_load != NULL && cfg->after_load() < 0) {
-        goto error;
+    for (int i = 0; i < 4; i++) {
+        if (cfg->after_load[i] != NULL && cfg->after_load[i]() < 0) {
+            goto error;
+        }
     }
     return 0;
 

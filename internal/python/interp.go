@@ -69,10 +69,10 @@ type Config struct {
 	Interface      string  // auto, wsgi or asgi
 	SwitchInterval float64 // seconds, sys.setswitchinterval; 0 = CPython's default (0.005)
 	Workers        int     // worker processes, for wsgi.multiprocess
-	// AfterLoad is a C function `int f(void)` run on the main Python
-	// thread after the app loaded (attached; -1 with an exception set on
-	// failure). The interface packages pass their setup here.
-	AfterLoad unsafe.Pointer
+	// AfterLoad are C functions `int f(void)` run in order on the main
+	// Python thread after the app loaded (attached; -1 with an exception
+	// set on failure): the interface packages' setup. At most 4.
+	AfterLoad []unsafe.Pointer
 }
 
 var started atomic.Bool
@@ -102,7 +102,9 @@ func Start(cfg Config) (kind string, err error) {
 	c._interface = cs(cfg.Interface)
 	c.switch_interval = C.double(cfg.SwitchInterval)
 	c.workers = C.int(cfg.Workers)
-	c.after_load = (*[0]byte)(cfg.AfterLoad)
+	for i, f := range cfg.AfterLoad {
+		c.after_load[i] = (*[0]byte)(f)
+	}
 
 	var ckind, cerr *C.char
 	if C.ts_interp_start(c, &ckind, &cerr) != 0 {

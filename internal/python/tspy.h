@@ -120,10 +120,10 @@ typedef struct ts_interp_config {
     const char *interface;      /* auto|wsgi|asgi */
     double switch_interval;     /* seconds; <= 0 leaves CPython's default */
     int workers;                /* for wsgi.multiprocess */
-    /* Called on the main thread, attached, after the app loaded: sets up
-     * the interface's types and caches. Returns 0, or -1 with an
-     * exception set. May be NULL. */
-    int (*after_load)(void);
+    /* Called in order on the main thread, attached, after the app loaded:
+     * each interface sets up its types and caches. Each returns 0, or -1
+     * with an exception set. Unused entries are NULL. */
+    int (*after_load[4])(void);
 } ts_interp_config;
 
 /* ts_interp_start initialises CPython on a dedicated main thread, runs the

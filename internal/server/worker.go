@@ -18,6 +18,7 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
+	"unsafe"
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
@@ -87,7 +88,7 @@ func Run(cfg *config.Config, log *slog.Logger) int {
 		Interface:      cfg.Interface,
 		SwitchInterval: cfg.SwitchInterval,
 		Workers:        cfg.Workers,
-		AfterLoad:      wsgi.AfterLoad,
+		AfterLoad:      []unsafe.Pointer{wsgi.AfterLoad},
 	})
 	if err != nil {
 		var pe *python.Error

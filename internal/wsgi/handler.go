@@ -26,6 +26,7 @@ import (
 
 	"turnstile/internal/http1"
 	"turnstile/internal/python"
+	"turnstile/internal/reqblock"
 )
 
 // MaxPrefetchBytes bounds the body bytes handed to Python with the request
@@ -87,7 +88,7 @@ type slot struct {
 	sync   atomic.Uint32 // written by callbacks, read after completion: orders their writes for the race detector
 	block  []byte
 	path   []byte
-	addrs  addrCache
+	addrs  reqblock.AddrCache
 	evbuf  [8]byte
 	werr   error // first write error in a callback
 	rerr   error // the body read error the app saw, if any
