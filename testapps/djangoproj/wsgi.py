@@ -1,0 +1,9 @@
+"""WSGI entry point: djangoproj.wsgi:application."""
+
+import os
+
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "djangoproj.settings")
+
+from django.core.wsgi import get_wsgi_application  # noqa: E402
+
+application = get_wsgi_application()
