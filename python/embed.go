@@ -8,3 +8,9 @@ import _ "embed"
 //
 //go:embed turnstile/_bootstrap.py
 var Bootstrap string
+
+// ASGI is python/turnstile/_asgi.py: the HTTP and lifespan protocols run on
+// the loop thread.
+//
+//go:embed turnstile/_asgi.py
+var ASGI string

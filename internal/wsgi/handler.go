@@ -259,8 +259,11 @@ func (s *slot) finish() int {
 	case C.TS_WSGI_OK:
 		if job.head_sent == 0 {
 			cl := int64(job.content_length)
-			if cl < 0 {
-				cl = int64(job.out_len) // every block was gathered
+			if cl < 0 && (job.is_head == 0 || job.out_len > 0) {
+				// Every block was gathered: the length is known. Not for
+				// an empty HEAD answer, whose GET length is unknown (RFC
+				// 9110 §8.6: no Content-Length rather than a wrong one).
+				cl = int64(job.out_len)
 			}
 			s.writeHead(cl)
 		}

@@ -674,6 +674,11 @@ add_header(ts_wsgi_job *job, PyObject *item, size_t *hlen)
         rc = 0;
         goto done;
     }
+    if (ascii_ieq(name, nlen, "date")) {
+        /* http1 writes Date (RFC 9110 §6.6.1); the field must appear once */
+        rc = 0;
+        goto done;
+    }
     if (ascii_ieq(name, nlen, "transfer-encoding") || ascii_ieq(name, nlen, "keep-alive")
         || ascii_ieq(name, nlen, "te") || ascii_ieq(name, nlen, "trailer")
         || ascii_ieq(name, nlen, "upgrade") || ascii_ieq(name, nlen, "proxy-connection")) {

@@ -110,6 +110,25 @@ def setup(app_dir, switch_interval, workers):
     signal.signal = _inert_signal
     faulthandler.enable = _inert_faulthandler_enable
 
+    # logging handlers that write to our stderr keep the record's level and
+    # send a multi-line record (a traceback) as one record.
+    import logging
+
+    plain_emit = logging.StreamHandler.emit
+
+    def emit(self, record):
+        if isinstance(self.stream, LogStream):
+            try:
+                text = self.format(record)
+            except Exception:
+                self.handleError(record)
+                return
+            _turnstile.log(record.levelno, text)
+        else:
+            plain_emit(self, record)
+
+    logging.StreamHandler.emit = emit
+
     import multiprocessing
 
     try:

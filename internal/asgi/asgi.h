@@ -1,0 +1,100 @@
+/* asgi.h: the ASGI bridge shared by bridge.c (loop thread) and the Go
+ * handler (handler goroutines). See doc.go for the flow.
+ */
+#ifndef TS_ASGI_H
+#define TS_ASGI_H
+
+#include "../python/tspy.h"
+#include <pthread.h>
+
+/* Events from Go to the loop (the loop queue). */
+enum {
+    TS_EV_NEW = 1,        /* a new HTTP request: scope from the slot's block */
+    TS_EV_BODY = 2,       /* request body bytes (data, more) */
+    TS_EV_DISCONNECT = 3, /* the client went away */
+    TS_EV_DRAINED = 4,    /* Go wrote the pending output: a waiting send() may go on */
+    TS_EV_STOP = 5        /* shut the loop down (lifespan shutdown first) */
+};
+
+/* Scope entry ids in the request block (reqblock layout, TS_ENTRY_HDR). */
+enum {
+    TS_SC_METHOD = 1, TS_SC_PATH, TS_SC_RAW_PATH, TS_SC_QUERY, TS_SC_ROOT_PATH,
+    TS_SC_HTTP_VERSION, TS_SC_CLIENT_HOST, TS_SC_CLIENT_PORT, TS_SC_SERVER_HOST,
+    TS_SC_SERVER_PORT, TS_SC_SCHEME
+};
+#define TS_ENTRY_HDR 8
+
+/* What Go learns from ts_asgi_take, copied under the slot lock. */
+typedef struct ts_asgi_take_result {
+    int head_ready;       /* a head is waiting (status, head bytes) */
+    int status;
+    char *head;           /* "NNN Reason" then header lines */
+    size_t status_len, header_len;
+    int64_t content_length;
+    char *out;            /* body bytes taken (Go writes them, then releases) */
+    size_t out_len;
+    int finished;         /* the final body message has been taken */
+    int app_done;         /* the app's task ended */
+    int want_body;        /* the loop asks for the next body chunk */
+    char *error;          /* app failure text (malloc'd; Go frees) */
+    char *pathsend;       /* http.response.pathsend path (malloc'd; Go frees) */
+} ts_asgi_take_result;
+
+typedef struct ts_asgi_slot {
+    int index;
+    int done_fd;              /* eventfd: loop -> Go */
+    pthread_mutex_t mu;       /* guards everything below except req */
+    uint32_t gen;             /* bumped by Go for each request */
+    int refs;                 /* holders: Go (handler) and the loop (app task) */
+
+    /* request block, written by Go before TS_EV_NEW, read by the loop */
+    char *req;
+    size_t req_cap, req_len;
+    int nentries;
+    size_t body_off, body_len;
+    int body_done;
+
+    /* response */
+    int status;
+    char *head;
+    size_t head_cap, status_len, header_len;
+    int64_t content_length;
+    int head_ready;
+    char *out, *spare;
+    size_t out_len, out_cap, spare_cap;
+    int finished, finished_taken;
+    int app_done;
+    int want_body;
+    int drain_wait;           /* the loop awaits TS_EV_DRAINED */
+    char *error;
+    char *pathsend;
+
+    PyObject *cycle;          /* the loop's per-request object (loop thread only) */
+} ts_asgi_slot;
+
+ts_asgi_slot *ts_asgi_slot_new(int index, int done_fd);
+int ts_asgi_reserve(ts_asgi_slot *s, size_t need);
+/* Go: start a request on a slot it holds (refs = 2). Returns the new gen. */
+uint32_t ts_asgi_begin(ts_asgi_slot *s);
+/* Go: push an event for slot s at generation gen. Returns 0 or -1 (stopping). */
+int ts_asgi_push(int type, ts_asgi_slot *s, uint32_t gen, const char *data, size_t len, int more);
+/* Go: take the pending output and flags under the lock. */
+void ts_asgi_take(ts_asgi_slot *s, ts_asgi_take_result *r);
+/* Go: the taken output is written; push DRAINED if the loop waits. */
+void ts_asgi_written(ts_asgi_slot *s, uint32_t gen);
+/* Go or loop: drop a holder. Returns the remaining count. */
+int ts_asgi_release(ts_asgi_slot *s);
+
+/* The loop thread. */
+typedef struct ts_loop_config {
+    const char *source;       /* python/turnstile/_asgi.py */
+    const char *lifespan;     /* auto|on|off */
+    const char *loop;         /* auto|asyncio|uvloop */
+    int executor_threads;
+    size_t write_buffer;      /* bytes of pending output before send() waits */
+} ts_loop_config;
+
+int ts_asgi_setup(void);
+int ts_loop_start(const ts_loop_config *cfg);
+
+#endif /* TS_ASGI_H */

@@ -1,0 +1,350 @@
+package asgi
+
+/*
+#include <stdlib.h>
+#include <sys/eventfd.h>
+#include "asgi.h"
+
+static int ts_new_eventfd(void) { return eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC); }
+*/
+import "C"
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"sync"
+	"time"
+	"unsafe"
+
+	"turnstile/internal/http1"
+	"turnstile/internal/reqblock"
+)
+
+// MaxPrefetchBytes bounds the body bytes sent with the scope when the
+// whole body has already arrived; larger bodies stream as http.request
+// events, one chunk of at most BodyChunkBytes per receive().
+const (
+	MaxPrefetchBytes = 64 << 10
+	BodyChunkBytes   = 64 << 10
+)
+
+// Result describes one finished request, for the access log and metrics.
+type Result struct {
+	Status   int
+	Duration time.Duration
+}
+
+// Handler serves an ASGI app's HTTP requests on the loop thread: an
+// http1.Handler. Start the loop (StartLoop) before serving.
+type Handler struct {
+	// RootPath is the ASGI root_path (the mount prefix). Default "".
+	RootPath string
+	// Scheme is "http" or "https". Default "http".
+	Logger *slog.Logger
+	// Done, when set, is called after each request.
+	Done func(r *http1.Request, res Result)
+}
+
+// slot is the Go half of a C ts_asgi_slot: its eventfd and scratch space.
+type slot struct {
+	c     *C.ts_asgi_slot
+	efd   *os.File
+	block []byte
+	path  []byte
+	lower []byte
+	buf   []byte // request body chunks
+	addrs reqblock.AddrCache
+	evbuf [8]byte
+}
+
+var slots struct {
+	mu  sync.Mutex
+	all []*slot // by the C slot's index
+}
+
+func getSlot() (*slot, error) {
+	if cs := C.ts_asgi_slot_new(-1, -1); cs != nil {
+		slots.mu.Lock()
+		s := slots.all[cs.index]
+		slots.mu.Unlock()
+		return s, nil
+	}
+	fd, err := C.ts_new_eventfd()
+	if fd < 0 {
+		return nil, fmt.Errorf("asgi: eventfd: %w", err)
+	}
+	slots.mu.Lock()
+	defer slots.mu.Unlock()
+	idx := len(slots.all)
+	cs := C.ts_asgi_slot_new(C.int(idx), fd)
+	if cs == nil {
+		return nil, errors.New("asgi: cannot allocate a request slot")
+	}
+	s := &slot{c: cs, efd: os.NewFile(uintptr(fd), "eventfd")}
+	slots.all = append(slots.all, s)
+	return s, nil
+}
+
+func (h *Handler) logger() *slog.Logger {
+	if h.Logger != nil {
+		return h.Logger
+	}
+	return slog.Default()
+}
+
+var unavailable = []byte("Service Unavailable\n")
+
+// ServeHTTP1 runs one HTTP request through the loop. See doc.go.
+func (h *Handler) ServeHTTP1(w *http1.ResponseWriter, r *http1.Request) {
+	start := time.Now()
+	status := 0
+	defer func() {
+		if h.Done != nil {
+			h.Done(r, Result{Status: status, Duration: time.Since(start)})
+		}
+	}()
+	s, err := getSlot()
+	if err != nil {
+		h.logger().Error(err.Error())
+		status = 503
+		w.WriteSimple(503, "text/plain; charset=utf-8", unavailable, []byte("Retry-After: 1\r\n"))
+		return
+	}
+	gen := C.ts_asgi_begin(s.c)
+	defer C.ts_asgi_release(s.c)
+
+	// 1. The scope block, and the body if it is all here and small.
+	block, n := s.buildScope(r, h.RootPath)
+	bodyOff := len(block)
+	bodyDone := r.Body.Done()
+	var pre []byte
+	if bodyDone {
+		if pre = r.Body.Buffered(); len(pre) <= MaxPrefetchBytes {
+			block = append(block, pre...)
+		} else {
+			pre, bodyDone = nil, false
+		}
+	}
+	s.block = block
+	if C.ts_asgi_reserve(s.c, C.size_t(len(block))) != 0 {
+		status = 503
+		w.WriteSimple(503, "text/plain; charset=utf-8", unavailable, []byte("Retry-After: 1\r\n"))
+		return
+	}
+	if len(block) > 0 {
+		C.memcpy(unsafe.Pointer(s.c.req), unsafe.Pointer(&block[0]), C.size_t(len(block)))
+	}
+	if pre != nil {
+		r.Body.Consume(len(pre))
+	}
+	s.c.req_len = C.size_t(len(block))
+	s.c.nentries = C.int(n)
+	s.c.body_off = C.size_t(bodyOff)
+	s.c.body_len = C.size_t(len(pre))
+	s.c.body_done = boolInt(bodyDone)
+
+	// 2. Hand it to the loop; from here the client leaving is an event.
+	if C.ts_asgi_push(C.TS_EV_NEW, s.c, gen, nil, 0, 0) != 0 {
+		status = 503
+		w.WriteSimple(503, "text/plain; charset=utf-8", unavailable, []byte("Retry-After: 1\r\n"))
+		return
+	}
+	disconnect := func() { C.ts_asgi_push(C.TS_EV_DISCONNECT, s.c, gen, nil, 0, 0) }
+	if bodyDone {
+		w.NotifyClose(disconnect)
+	}
+
+	// 3. Serve the loop's output until the response is complete.
+	status = s.serve(h, w, r, gen, disconnect)
+}
+
+// serve writes what the loop produces and feeds it body chunks; it returns
+// the status sent.
+func (s *slot) serve(h *Handler, w *http1.ResponseWriter, r *http1.Request, gen C.uint32_t, disconnect func()) int {
+	headSent := false
+	status := 0
+	for {
+		if _, err := io.ReadFull(s.efd, s.evbuf[:]); err != nil {
+			panic("asgi: eventfd read: " + err.Error())
+		}
+		var t C.ts_asgi_take_result
+		C.ts_asgi_take(s.c, &t)
+		if t.head_ready != 0 && !headSent {
+			cl := int64(t.content_length)
+			if cl < 0 && t.finished != 0 && t.pathsend == nil && (t.out_len > 0 || string(r.Method) != "HEAD") {
+				cl = int64(t.out_len) // the whole body is here: no chunking
+			}
+			head := unsafe.Slice((*byte)(unsafe.Pointer(t.head)), int(t.status_len+t.header_len))
+			if t.pathsend != nil {
+				if f, size, err := openPath(t.pathsend); err == nil {
+					defer f.Close()
+					if cl < 0 {
+						cl = size
+					}
+					w.WriteHead(int(t.status), head[:t.status_len], head[t.status_len:], cl, false)
+					w.SendFile(f, 0, size)
+					return int(t.status)
+				} else {
+					h.logger().Error("asgi: http.response.pathsend", "err", err)
+					w.WriteSimple(500, "text/plain; charset=utf-8", []byte("Internal Server Error\n"), nil)
+					return 500
+				}
+			}
+			if err := w.WriteHead(int(t.status), head[:t.status_len], head[t.status_len:], cl, false); err != nil {
+				disconnect()
+				return int(t.status)
+			}
+			headSent, status = true, int(t.status)
+		}
+		if t.out_len > 0 {
+			if _, err := w.Write(unsafe.Slice((*byte)(unsafe.Pointer(t.out)), int(t.out_len))); err != nil && !errors.Is(err, http1.ErrContentLength) {
+				disconnect()
+				w.Abort()
+				return status
+			}
+		}
+		C.ts_asgi_written(s.c, gen)
+		if t.finished != 0 {
+			return status // http1 finishes the framing and flushes
+		}
+		if t.out_len > 0 {
+			if err := w.Flush(); err != nil {
+				disconnect()
+				w.Abort()
+				return status
+			}
+		}
+		if t.want_body != 0 {
+			s.readBody(w, r, gen, disconnect)
+		}
+		if t.app_done != 0 {
+			if t.error != nil {
+				C.free(unsafe.Pointer(t.error))
+			}
+			if !headSent {
+				// ASGI: an app that returns (or raises) without a response
+				// gets a 500; its traceback was logged on the loop.
+				w.WriteSimple(500, "text/plain; charset=utf-8", []byte("Internal Server Error\n"), nil)
+				return 500
+			}
+			w.Abort() // the response was cut short: the client must see it
+			return status
+		}
+	}
+}
+
+// readBody reads the next request body chunk and hands it to the loop.
+func (s *slot) readBody(w *http1.ResponseWriter, r *http1.Request, gen C.uint32_t, disconnect func()) {
+	if s.buf == nil {
+		s.buf = make([]byte, BodyChunkBytes)
+	}
+	for {
+		n, err := r.Body.Read(s.buf)
+		more := C.int(1)
+		if errors.Is(err, io.EOF) {
+			more, err = 0, nil
+		}
+		if err != nil {
+			// Framing error, too large, timeout or client gone: the app
+			// sees a disconnect; http1 answers the 4xx if nothing was sent.
+			disconnect()
+			return
+		}
+		if n == 0 && more == 1 {
+			continue
+		}
+		var p *C.char
+		if n > 0 {
+			p = (*C.char)(unsafe.Pointer(&s.buf[0]))
+		}
+		C.ts_asgi_push(C.TS_EV_BODY, s.c, gen, p, C.size_t(n), more)
+		if more == 0 {
+			w.NotifyClose(disconnect)
+		}
+		return
+	}
+}
+
+func openPath(p *C.char) (*os.File, int64, error) {
+	name := C.GoString(p)
+	C.free(unsafe.Pointer(p))
+	f, err := os.Open(name)
+	if err != nil {
+		return nil, 0, err
+	}
+	st, err := f.Stat()
+	if err != nil || !st.Mode().IsRegular() {
+		f.Close()
+		return nil, 0, fmt.Errorf("asgi: pathsend %s is not a regular file", name)
+	}
+	return f, st.Size(), nil
+}
+
+// Scope entry ids (asgi.h, TS_SC_*).
+const (
+	scMethod = iota + 1
+	scPath
+	scRawPath
+	scQuery
+	scRootPath
+	scHTTPVersion
+	scClientHost
+	scClientPort
+	scServerHost
+	scServerPort
+)
+
+// buildScope writes the request block for the HTTP connection scope (ASGI
+// HTTP, "Connection Scope"): header names lower-cased, path
+// percent-decoded (the loop decodes it as UTF-8), root_path prefixed to
+// path and raw_path unless the request path already carries it.
+func (s *slot) buildScope(r *http1.Request, rootPath string) ([]byte, int) {
+	b := s.block[:0]
+	n := 0
+	add := func(id uint16, key, val []byte) {
+		b = reqblock.AppendEntry(b, id, key, val)
+		n++
+	}
+	add(scMethod, nil, r.Method)
+	raw := r.Path
+	if rootPath != "" && !reqblock.HasPathPrefix(raw, []byte(rootPath)) {
+		raw = append([]byte(rootPath), raw...)
+	}
+	s.path = reqblock.PercentDecode(s.path[:0], raw)
+	add(scPath, nil, s.path)
+	add(scRawPath, nil, raw)
+	add(scQuery, nil, r.RawQuery)
+	add(scRootPath, nil, []byte(rootPath))
+	if r.ProtoMinor == 0 {
+		add(scHTTPVersion, nil, []byte("1.0"))
+	} else {
+		add(scHTTPVersion, nil, []byte("1.1"))
+	}
+	s.addrs.Update(r)
+	add(scClientHost, nil, s.addrs.RemoteHost)
+	add(scClientPort, nil, s.addrs.RemotePort)
+	add(scServerHost, nil, s.addrs.LocalHost)
+	add(scServerPort, nil, s.addrs.LocalPort)
+	for i := range r.Header {
+		name := r.Header[i].Name
+		s.lower = s.lower[:0]
+		for _, c := range name {
+			if 'A' <= c && c <= 'Z' {
+				c += 'a' - 'A'
+			}
+			s.lower = append(s.lower, c)
+		}
+		add(0, s.lower, r.Header[i].Value)
+	}
+	return b, n
+}
+
+func boolInt(b bool) C.int {
+	if b {
+		return 1
+	}
+	return 0
+}

@@ -1,0 +1,89 @@
+package server
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"turnstile/internal/asgi"
+	"turnstile/internal/config"
+	"turnstile/internal/http1"
+	"turnstile/internal/python"
+	"turnstile/internal/wsgi"
+)
+
+// errStartup marks an app start-up failure the master must not retry
+// (lifespan.startup.failed).
+var errStartup = errors.New("server: the app failed to start")
+
+// startInterface starts what serves the loaded app — the pool of Python
+// threads for WSGI, the event loop (and lifespan startup) for ASGI — and
+// returns the http1 handler and the function that stops it within a
+// deadline.
+func startInterface(kind string, cfg *config.Config, log *slog.Logger, m *metrics) (http1.Handler, func(deadline time.Time), error) {
+	access := cfg.AccessLog
+	switch kind {
+	case "wsgi":
+		if err := python.StartPool(cfg.BlockingThreads, cfg.QueueSize); err != nil {
+			return nil, nil, err
+		}
+		h := &wsgi.Handler{ScriptName: cfg.RootPath, Logger: log}
+		if cfg.QueueTimeout > 0 {
+			h.QueueTimeout = cfg.QueueTimeout
+		}
+		if m != nil || access {
+			h.Done = func(r *http1.Request, res wsgi.Result) {
+				if m != nil {
+					m.observe(res)
+				}
+				if access {
+					log.Info("access", "remote", addrString(r.RemoteAddr), "method", string(r.Method), "target", string(r.Target),
+						"status", res.Status, "duration_ms", float64(res.Duration.Microseconds())/1000,
+						"queue_wait_us", res.QueueWait.Microseconds(), "gil_wait_us", res.GILWait.Microseconds())
+				}
+			}
+		}
+		stop := func(deadline time.Time) {
+			if !python.StopPool(time.Until(deadline) + time.Second) {
+				log.Warn("pool threads still running at exit")
+				return
+			}
+			python.Shutdown()
+		}
+		return h, stop, nil
+	case "asgi":
+		loopName, err := asgi.StartLoop(asgi.LoopConfig{
+			Lifespan: cfg.Lifespan, Loop: cfg.Loop, ExecutorThreads: cfg.ExecutorThreads,
+		})
+		if err != nil {
+			var se *asgi.StartupError
+			if errors.As(err, &se) {
+				return nil, nil, fmt.Errorf("%w: ASGI lifespan startup failed: %s", errStartup, se.Message)
+			}
+			return nil, nil, err
+		}
+		log.Info("event loop running", "loop", loopName, "lifespan", cfg.Lifespan)
+		h := &asgi.Handler{RootPath: cfg.RootPath, Logger: log}
+		if m != nil || access {
+			h.Done = func(r *http1.Request, res asgi.Result) {
+				if m != nil {
+					m.observe(wsgi.Result{Status: res.Status, Duration: res.Duration})
+				}
+				if access {
+					log.Info("access", "remote", addrString(r.RemoteAddr), "method", string(r.Method), "target", string(r.Target),
+						"status", res.Status, "duration_ms", float64(res.Duration.Microseconds())/1000)
+				}
+			}
+		}
+		stop := func(deadline time.Time) {
+			if !asgi.StopLoop(time.Until(deadline) + time.Second) {
+				log.Warn("event loop still running at exit")
+				return
+			}
+			python.Shutdown()
+		}
+		return h, stop, nil
+	}
+	return nil, nil, fmt.Errorf("server: unknown interface %q", kind)
+}

@@ -1,0 +1,353 @@
+"""ASGI on the loop thread (ts-loop-0): the HTTP and lifespan protocols.
+
+Loaded from the binary (python/embed.go) by internal/asgi's bridge.c, which
+calls run() on the loop thread. Go pushes events on a C-side queue and the
+loop drains them in one add_reader callback (_drain); this module turns them
+into ASGI messages. The C object ``Channel`` (one per request) hands the
+app's messages to Go without blocking: see internal/asgi/doc.go.
+
+Names follow the ASGI spec (HTTP & WebSocket 2.4, Lifespan 2.0).
+"""
+
+import asyncio
+import collections
+import concurrent.futures
+import contextvars
+import queue
+import sys
+import threading
+
+import _turnstile
+import _turnstile_asgi as _bridge
+
+from _turnstile_bootstrap import format_exception
+
+DEBUG, INFO, WARNING, ERROR = 10, 20, 30, 40
+NEW, BODY, DISCONNECT, DRAINED, STOP = 1, 2, 3, 4, 5
+
+
+class ClientDisconnected(OSError):
+    """send() on a connection the client has closed (ASGI 2.4: a server
+    raises a subclass of OSError)."""
+
+
+def _log(level, text):
+    _turnstile.log(level, text)
+
+
+class HTTPCycle:
+    """One HTTP request: the receive and send callables the app gets."""
+
+    __slots__ = (
+        "chan", "scope", "loop", "messages", "body_done", "asked",
+        "disconnected", "complete", "started", "waiter", "drain_waiter",
+    )
+
+    def __init__(self, chan, scope, body, more, loop):
+        self.chan = chan
+        self.scope = scope
+        self.loop = loop
+        self.messages = collections.deque()
+        self.messages.append({"type": "http.request", "body": body, "more_body": more})
+        self.body_done = not more
+        self.asked = False
+        self.disconnected = False
+        self.complete = False
+        self.started = False
+        self.waiter = None
+        self.drain_waiter = None
+
+    # ASGI HTTP, "Request - receive event" and "Disconnect - receive event"
+    async def receive(self):
+        if self.messages:
+            return self.messages.popleft()
+        if self.disconnected or self.complete:
+            return {"type": "http.disconnect"}
+        if not self.body_done and not self.asked:
+            self.asked = True
+            self.chan.want_body()
+        fut = self.loop.create_future()
+        self.waiter = fut
+        try:
+            return await fut
+        finally:
+            if self.waiter is fut:
+                self.waiter = None
+
+    def _deliver(self, message):
+        # A receive() that was cancelled consumed nothing: keep the message.
+        w = self.waiter
+        if w is not None and not w.done():
+            self.waiter = None
+            w.set_result(message)
+        else:
+            self.messages.append(message)
+
+    def _on_body(self, body, more):
+        self.asked = False
+        if not more:
+            self.body_done = True
+        self._deliver({"type": "http.request", "body": body, "more_body": more})
+
+    def _on_disconnect(self):
+        if self.disconnected:
+            return
+        self.disconnected = True
+        w = self.waiter
+        if w is not None and not w.done() and not self.messages:
+            self.waiter = None
+            w.set_result({"type": "http.disconnect"})
+        dw = self.drain_waiter
+        if dw is not None and not dw.done():
+            dw.set_exception(ClientDisconnected("the client disconnected"))
+
+    def _on_drained(self):
+        dw = self.drain_waiter
+        if dw is not None and not dw.done():
+            dw.set_result(None)
+
+    # ASGI HTTP, "Response Start", "Response Body" and pathsend send events
+    async def send(self, message):
+        if self.disconnected:
+            raise ClientDisconnected("the client disconnected")
+        kind = message["type"]
+        if kind == "http.response.body":
+            if not self.started:
+                raise RuntimeError("ASGI: 'http.response.body' sent before 'http.response.start'")
+            if self.complete:
+                return  # "any further messages on the channel are ignored"
+            more = message.get("more_body", False)
+            if not more:
+                self.complete = True
+            if self.chan.body(message.get("body", b""), more):
+                fut = self.loop.create_future()
+                self.drain_waiter = fut
+                try:
+                    await fut
+                finally:
+                    self.drain_waiter = None
+            if not more:
+                w = self.waiter
+                if w is not None and not w.done():
+                    self.waiter = None
+                    w.set_result({"type": "http.disconnect"})
+        elif kind == "http.response.start":
+            if self.started:
+                raise RuntimeError("ASGI: 'http.response.start' sent twice")
+            self.chan.start(message["status"], message.get("headers", ()))
+            self.started = True
+        elif kind == "http.response.pathsend":
+            if not self.started:
+                raise RuntimeError("ASGI: 'http.response.pathsend' sent before 'http.response.start'")
+            if self.complete:
+                return
+            self.complete = True
+            self.chan.pathsend(message["path"])
+        else:
+            raise ValueError(f"ASGI: unexpected message type {kind!r} on an HTTP connection")
+
+
+async def _run_http(app, cycle):
+    try:
+        await app(cycle.scope, cycle.receive, cycle.send)
+    except BaseException as exc:  # noqa: B902 - the app's failure is reported, never raised into the loop
+        if cycle.disconnected and isinstance(exc, (OSError, asyncio.CancelledError)):
+            cycle.chan.done(None)  # the client left: not an app error
+        else:
+            scope = cycle.scope
+            _log(ERROR, "ASGI app raised on %s %s\n%s" % (scope.get("method"), scope.get("path"), format_exception(exc)))
+            cycle.chan.done("error")
+    else:
+        cycle.chan.done(None)
+
+
+class Lifespan:
+    """ASGI Lifespan 2.0: startup before the first request, shutdown at stop."""
+
+    def __init__(self, app, mode, loop):
+        self.app = app
+        self.mode = mode
+        self.loop = loop
+        self.state = {}
+        self.inbox = asyncio.Queue()
+        self.startup_result = loop.create_future()
+        self.shutdown_result = loop.create_future()
+        self.supported = True
+        self.task = None
+
+    async def receive(self):
+        return await self.inbox.get()
+
+    async def send(self, message):
+        kind = message["type"]
+        if kind == "lifespan.startup.complete":
+            _set(self.startup_result, (True, ""))
+        elif kind == "lifespan.startup.failed":
+            _set(self.startup_result, (False, str(message.get("message", ""))))
+        elif kind == "lifespan.shutdown.complete":
+            _set(self.shutdown_result, (True, ""))
+        elif kind == "lifespan.shutdown.failed":
+            _set(self.shutdown_result, (False, str(message.get("message", ""))))
+        else:
+            raise ValueError(f"ASGI: unexpected message type {kind!r} on the lifespan scope")
+
+    async def main(self):
+        scope = {"type": "lifespan", "asgi": {"version": "3.0", "spec_version": "2.0"}, "state": self.state}
+        try:
+            await self.app(scope, self.receive, self.send)
+        except BaseException as exc:  # noqa: B902
+            if not self.startup_result.done():
+                if self.mode == "auto":
+                    # ASGI Lifespan: an app that raises here does not
+                    # support lifespan; the server goes on without it.
+                    self.supported = False
+                    _log(INFO, "ASGI lifespan: the app raised %s on the lifespan scope; continuing without lifespan (--lifespan off silences this)" % type(exc).__name__)
+                    _log(DEBUG, format_exception(exc))
+                    _set(self.startup_result, (True, ""))
+                else:
+                    _set(self.startup_result, (False, format_exception(exc)))
+            else:
+                _log(ERROR, "ASGI lifespan: the app raised during shutdown\n" + format_exception(exc))
+        finally:
+            if not self.startup_result.done():
+                if self.mode == "auto":
+                    self.supported = False
+                    _set(self.startup_result, (True, ""))
+                else:
+                    _set(self.startup_result, (False, "the app returned from the lifespan scope without completing startup"))
+            _set(self.shutdown_result, (True, ""))
+
+    async def startup(self):
+        self.task = self.loop.create_task(self.main())
+        await self.inbox.put({"type": "lifespan.startup"})
+        return await self.startup_result
+
+    async def shutdown(self, timeout):
+        if self.task is None or self.task.done() or not self.supported:
+            return
+        await self.inbox.put({"type": "lifespan.shutdown"})
+        try:
+            ok, message = await asyncio.wait_for(asyncio.shield(self.shutdown_result), timeout)
+        except asyncio.TimeoutError:
+            _log(WARNING, "ASGI lifespan: shutdown did not complete within %gs" % timeout)
+            return
+        if not ok:
+            _log(ERROR, "ASGI lifespan: shutdown failed: " + message)
+
+
+def _set(fut, value):
+    if not fut.done():
+        fut.set_result(value)
+
+
+class ParkedExecutor(concurrent.futures.ThreadPoolExecutor):
+    """The loop's default executor (run_in_executor(None), asyncio.to_thread).
+
+    A bounded pool of threads started with the loop that park on a queue
+    when idle instead of exiting, so a submit never starts a thread on the
+    loop. Each callable runs in a fresh, empty contextvars.Context; a
+    callable that carries its own context (asyncio.to_thread wraps the
+    caller's in ctx.run) switches to it, so a task runs in the context it
+    carries and nothing else.
+    """
+
+    def __init__(self, threads):
+        # asyncio wants a ThreadPoolExecutor instance; none of its own
+        # machinery (threads started on submit) is used.
+        super().__init__(max_workers=threads, thread_name_prefix="ts-exec")
+        self._queue = queue.SimpleQueue()
+        self._threads = []
+        self._ts_shutdown = False
+        for i in range(threads):
+            t = threading.Thread(target=self._work, name="ts-exec-%d" % i, daemon=True)
+            t.start()
+            self._threads.append(t)
+
+    def submit(self, fn, /, *args, **kwargs):
+        if self._ts_shutdown:
+            raise RuntimeError("cannot schedule new futures after shutdown")
+        f = concurrent.futures.Future()
+        self._queue.put((f, fn, args, kwargs))
+        return f
+
+    def _work(self):
+        while True:
+            item = self._queue.get()
+            if item is None:
+                return
+            f, fn, args, kwargs = item
+            if not f.set_running_or_notify_cancel():
+                continue
+            try:
+                result = contextvars.Context().run(fn, *args, **kwargs)
+            except BaseException as exc:  # noqa: B902
+                f.set_exception(exc)
+            else:
+                f.set_result(result)
+
+    def shutdown(self, wait=True, *, cancel_futures=False):
+        self._ts_shutdown = True
+        for _ in self._threads:
+            self._queue.put(None)
+
+
+def _new_loop(kind):
+    if kind in ("auto", "uvloop"):
+        try:
+            import uvloop
+        except ImportError:
+            if kind == "uvloop":
+                raise RuntimeError("--loop uvloop: uvloop is not installed in this environment") from None
+        else:
+            return uvloop.new_event_loop(), "uvloop"
+    return asyncio.new_event_loop(), "asyncio"
+
+
+def run(app, lifespan_mode, loop_kind, executor_threads, write_buffer):
+    """Run the loop until a STOP event; called by bridge.c on ts-loop-0."""
+    loop, loop_name = _new_loop(loop_kind)
+    asyncio.set_event_loop(loop)
+    executor = ParkedExecutor(executor_threads)
+    loop.set_default_executor(executor)
+    stopping = []
+
+    def drain():
+        for ev in _bridge.drain():
+            kind = ev[0]
+            if kind == NEW:
+                chan = ev[1]
+                cycle = HTTPCycle(chan, ev[2], ev[3], ev[4], loop)
+                chan.bind(cycle)
+                loop.create_task(_run_http(app, cycle))
+            elif kind == BODY:
+                ev[1]._on_body(ev[2], ev[3])
+            elif kind == DISCONNECT:
+                ev[1]._on_disconnect()
+            elif kind == DRAINED:
+                ev[1]._on_drained()
+            elif kind == STOP and not stopping:
+                stopping.append(True)
+                loop.create_task(stop())
+
+    lifespan = Lifespan(app, lifespan_mode, loop)
+
+    async def stop():
+        if lifespan_mode != "off":
+            await lifespan.shutdown(30.0)
+        loop.stop()
+
+    loop.add_reader(_bridge.fd(), drain)
+    _log(DEBUG, "event loop: %s" % loop_name)
+    if lifespan_mode != "off":
+        ok, message = loop.run_until_complete(lifespan.startup())
+        if not ok:
+            _bridge.started(False, message or "lifespan startup failed")
+            executor.shutdown()
+            return
+        if lifespan.supported:
+            _bridge.set_state(lifespan.state)
+    _bridge.started(True, loop_name)
+    try:
+        loop.run_forever()
+    finally:
+        executor.shutdown()
