@@ -95,6 +95,7 @@ typedef struct ts_loop_config {
 } ts_loop_config;
 
 int ts_asgi_setup(void);
+void ts_loop_read(int64_t *beat, int64_t *lag, uint64_t *seq, PyThreadState **tstate);
 int ts_loop_start(const ts_loop_config *cfg);
 
 #endif /* TS_ASGI_H */

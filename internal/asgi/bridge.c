@@ -59,6 +59,14 @@ static ts_asgi_slot **free_slots;        /* guarded by flock */
 static int nfree, free_cap;
 
 static size_t write_buffer = 256 * 1024;
+
+/* The watchdog's view of the loop (read by Go without the GIL): the last
+ * time the loop turned (drain or probe), and how late the last 50 ms probe
+ * ran. Monotonic nanoseconds. */
+_Atomic int64_t ts_loop_heartbeat_ns;
+_Atomic int64_t ts_loop_lag_ns;
+_Atomic uint64_t ts_loop_probe_seq;
+static int64_t probe_due_ns;           /* loop thread only */
 static const char *loop_source;
 static ts_loop_config loop_cfg;
 
@@ -486,7 +494,7 @@ channel_start(Channel *self, PyObject *args)
         }
         for (i = 0; i < nlen; i++) {
             if (!is_tchar((unsigned char)name[i])) {
-                PyErr_Format(PyExc_ValueError, "invalid header name %R (RFC 9110 §5.1)",
+                PyErr_Format(PyExc_ValueError, "invalid header name %R (RFC 9110 section 5.1)",
                              PySequence_Fast_GET_ITEM(seq, 0));
                 goto header_error;
             }
@@ -494,7 +502,7 @@ channel_start(Channel *self, PyObject *args)
         for (i = 0; i < vlen; i++) {
             unsigned char c = (unsigned char)val[i];
             if ((c < 0x20 && c != '\t') || c == 0x7f) {
-                PyErr_Format(PyExc_ValueError, "invalid byte 0x%02x in header value %R (RFC 9110 §5.5)",
+                PyErr_Format(PyExc_ValueError, "invalid byte 0x%02x in header value %R (RFC 9110 section 5.5)",
                              c, PySequence_Fast_GET_ITEM(seq, 1));
                 goto header_error;
             }
@@ -917,6 +925,7 @@ mod_drain(PyObject *mod, PyObject *unused)
     if (list == NULL) {
         return NULL;
     }
+    atomic_store_explicit(&ts_loop_heartbeat_ns, ts_now_ns(), memory_order_relaxed);
     if (read(loop_fd, &count, sizeof(count)) < 0) {
         /* EAGAIN: nothing was signalled; the queue may still hold items */
     }
@@ -994,6 +1003,27 @@ mod_started(PyObject *mod, PyObject *args)
     Py_RETURN_NONE;
 }
 
+/* _turnstile_asgi.probe(interval_s): the watchdog's heartbeat, called by a
+ * call_later probe every interval; records how late it ran. */
+static PyObject *
+mod_probe(PyObject *mod, PyObject *arg)
+{
+    int64_t now = ts_now_ns();
+    double interval = PyFloat_AsDouble(arg);
+
+    if (interval < 0 && PyErr_Occurred()) {
+        return NULL;
+    }
+    if (probe_due_ns > 0) {
+        int64_t lag = now - probe_due_ns;
+        atomic_store_explicit(&ts_loop_lag_ns, lag > 0 ? lag : 0, memory_order_relaxed);
+        atomic_fetch_add_explicit(&ts_loop_probe_seq, 1, memory_order_release);
+    }
+    probe_due_ns = now + (int64_t)(interval * 1e9);
+    atomic_store_explicit(&ts_loop_heartbeat_ns, now, memory_order_relaxed);
+    Py_RETURN_NONE;
+}
+
 static PyObject *
 mod_fd(PyObject *mod, PyObject *unused)
 {
@@ -1005,6 +1035,7 @@ static PyMethodDef mod_methods[] = {
     {"set_state", mod_set_state, METH_O, "set the lifespan state"},
     {"started", mod_started, METH_VARARGS, "report lifespan startup"},
     {"fd", mod_fd, METH_NOARGS, "the loop's eventfd"},
+    {"probe", mod_probe, METH_O, "the watchdog heartbeat"},
     {NULL, NULL, 0, NULL},
 };
 
@@ -1082,6 +1113,17 @@ ts_asgi_setup(void)
 
 static ts_thread loop_thread;
 
+/* ts_loop_read gives the watchdog the loop's heartbeat, last lag, probe
+ * count and thread state. Any thread, no GIL. */
+void
+ts_loop_read(int64_t *beat, int64_t *lag, uint64_t *seq, PyThreadState **tstate)
+{
+    *beat = atomic_load_explicit(&ts_loop_heartbeat_ns, memory_order_relaxed);
+    *lag = atomic_load_explicit(&ts_loop_lag_ns, memory_order_relaxed);
+    *seq = atomic_load_explicit(&ts_loop_probe_seq, memory_order_acquire);
+    *tstate = loop_thread.tstate;
+}
+
 static void *
 loop_main(void *arg)
 {
@@ -1092,6 +1134,7 @@ loop_main(void *arg)
     loop_thread.index = 0;
     loop_thread.tstate = PyThreadState_New(PyInterpreterState_Main());
     ts_thread_attach(&loop_thread);
+    atomic_store_explicit(&ts_loop_heartbeat_ns, ts_now_ns(), memory_order_relaxed);
 
     code = Py_CompileString(loop_source, "turnstile/_asgi.py", Py_file_input);
     mod = code ? PyImport_ExecCodeModule("_turnstile_asgi_py", code) : NULL;

@@ -115,6 +115,8 @@ func (h *Handler) ServeHTTP1(w *http1.ResponseWriter, r *http1.Request) {
 	}
 	gen := C.ts_asgi_begin(s.c)
 	defer C.ts_asgi_release(s.c)
+	track(s, r.Method, r.Path)
+	defer untrack(s)
 
 	// 1. The scope block, and the body if it is all here and small.
 	block, n := s.buildScope(r, h.RootPath)

@@ -100,6 +100,7 @@ pool_main(void *arg)
             t->gil_wait_ns = 0;
             ts_thread_yield_if_due(t);
         }
+        job->thread_index = t->index;
         job->started_ns = ts_now_ns();
         job->run(job, t);
         pthread_mutex_lock(&lock);
@@ -228,4 +229,13 @@ ts_pool_get_stats(ts_pool_stats *s)
     s->queued = queued;
     s->queue_size = queue_bound;
     pthread_mutex_unlock(&lock);
+}
+
+PyThreadState *
+ts_pool_tstate(int i)
+{
+    if (i < 0 || i >= ts_pool_threads || threads == NULL) {
+        return NULL;
+    }
+    return threads[i].tstate;
 }

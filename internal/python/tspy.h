@@ -82,6 +82,7 @@ struct ts_job {
     int64_t started_ns;
     int64_t gil_wait_ns;     /* GIL wait for this job, all attaches summed */
     int done_fd;             /* eventfd written once when the job is done */
+    int thread_index;        /* the pool thread running it (for sampling) */
     int state;               /* TS_JOB_*, guarded by the pool lock */
 };
 
@@ -107,6 +108,11 @@ typedef struct ts_pool_stats {
     long threads, busy, queued, queue_size;
 } ts_pool_stats;
 void ts_pool_get_stats(ts_pool_stats *s);
+
+/* ---- stack sampling without the GIL (sample.c) ------------------------ */
+
+size_t ts_sample_stack(PyThreadState *tstate, char *out, size_t cap);
+PyThreadState *ts_pool_tstate(int i);
 
 /* ---- interpreter (interp.c) ------------------------------------------ */
 

@@ -4,14 +4,42 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync/atomic"
 	"time"
 
 	"turnstile/internal/asgi"
 	"turnstile/internal/config"
 	"turnstile/internal/http1"
 	"turnstile/internal/python"
+	"turnstile/internal/watchdog"
 	"turnstile/internal/wsgi"
 )
+
+// activeWatchdog is the running watchdog, for /readyz and /debug/stalls.
+var activeWatchdog atomic.Pointer[watchdog.Watchdog]
+
+// startWatchdog starts the loop watchdog (ASGI) and the slow-request
+// sampler (WSGI) and registers their metrics.
+func startWatchdog(kind string, cfg *config.Config, log *slog.Logger, m *metrics) *watchdog.Watchdog {
+	wd := &watchdog.Watchdog{
+		StallThreshold: cfg.LoopStallThreshold,
+		SlowRequest:    cfg.SlowRequestThreshold,
+		Loop:           kind == "asgi",
+		Log:            log,
+	}
+	if wd.StallThreshold < 0 {
+		wd.StallThreshold = 0
+	}
+	if wd.SlowRequest < 0 {
+		wd.SlowRequest = 0
+	}
+	if m != nil {
+		m.reg.MustRegister(wd.Collectors()...)
+	}
+	wd.Start()
+	activeWatchdog.Store(wd)
+	return wd
+}
 
 // errStartup marks an app start-up failure the master must not retry
 // (lifespan.startup.failed).
@@ -44,7 +72,9 @@ func startInterface(kind string, cfg *config.Config, log *slog.Logger, m *metric
 				}
 			}
 		}
+		wd := startWatchdog(kind, cfg, log, m)
 		stop := func(deadline time.Time) {
+			wd.Stop()
 			if !python.StopPool(time.Until(deadline) + time.Second) {
 				log.Warn("pool threads still running at exit")
 				return
@@ -76,7 +106,9 @@ func startInterface(kind string, cfg *config.Config, log *slog.Logger, m *metric
 				}
 			}
 		}
+		wd := startWatchdog(kind, cfg, log, m)
 		stop := func(deadline time.Time) {
+			wd.Stop()
 			if !asgi.StopLoop(time.Until(deadline) + time.Second) {
 				log.Warn("event loop still running at exit")
 				return

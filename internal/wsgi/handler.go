@@ -190,6 +190,9 @@ func (h *Handler) ServeHTTP1(w *http1.ResponseWriter, r *http1.Request) {
 	C.ts_wsgi_submit_prepare(job)
 
 	// 2. Submit: one short cgo call, never blocks, never attaches.
+	job.base.started_ns = 0
+	track(s)
+	defer untrack(s)
 	if C.ts_pool_submit(&job.base) != 0 {
 		res.Status, res.Rejected = 503, true
 		w.WriteSimple(503, "text/plain; charset=utf-8", []byte("Service Unavailable: request queue full\n"), []byte("Retry-After: 1\r\n"))

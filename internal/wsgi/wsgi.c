@@ -347,20 +347,26 @@ input_read(Input *self, PyObject *args)
         return PyBytes_FromStringAndSize(NULL, 0);
     }
     if (size > 0) {
-        /* read(n): at most n bytes; may return fewer (PEP 3333 allows a
-         * short read) but returns what one fill gives, never blocks twice */
+        /* read(n) has file semantics (PEP 3333, "Input and Error Streams"):
+         * n bytes, fewer only at the end of the body (case B04). The
+         * common case, one fill that holds them all, makes no copy. */
         avail = input_fill(self);
         if (avail < 0) {
             return NULL;
         }
-        if (avail > size) {
-            avail = size;
+        if (avail >= size || avail == 0) {
+            if (avail > size) {
+                avail = size;
+            }
+            res = PyBytes_FromStringAndSize(self->buf + self->pos, avail);
+            self->pos += avail;
+            return res;
         }
-        res = PyBytes_FromStringAndSize(self->buf + self->pos, avail);
-        self->pos += avail;
-        return res;
     }
     for (;;) {
+        if (size > 0 && (Py_ssize_t)acc_len >= size) {
+            break;
+        }
         avail = input_fill(self);
         if (avail < 0) {
             free(acc);
@@ -368,6 +374,9 @@ input_read(Input *self, PyObject *args)
         }
         if (avail == 0) {
             break;
+        }
+        if (size > 0 && (Py_ssize_t)acc_len + avail > size) {
+            avail = size - (Py_ssize_t)acc_len;
         }
         if (acc_len + avail > acc_cap) {
             size_t c = acc_cap ? acc_cap * 2 : 65536;
@@ -635,7 +644,7 @@ add_header(ts_wsgi_job *job, PyObject *item, size_t *hlen)
     }
     for (i = 0; i < nlen; i++) {
         if (!is_tchar((unsigned char)name[i])) {
-            PyErr_Format(PyExc_ValueError, "invalid header name %R (RFC 9110 §5.1)",
+            PyErr_Format(PyExc_ValueError, "invalid header name %R (RFC 9110 section 5.1)",
                          PyTuple_GET_ITEM(item, 0));
             goto done;
         }
@@ -644,7 +653,7 @@ add_header(ts_wsgi_job *job, PyObject *item, size_t *hlen)
         unsigned char c = (unsigned char)val[i];
         if ((c < 0x20 && c != '\t') || c == 0x7f) {
             PyErr_Format(PyExc_ValueError,
-                         "invalid byte 0x%02x in the value of header %R (RFC 9110 §5.5)",
+                         "invalid byte 0x%02x in the value of header %R (RFC 9110 section 5.5)",
                          c, PyTuple_GET_ITEM(item, 0));
             goto done;
         }

@@ -24,6 +24,7 @@ from _turnstile_bootstrap import format_exception
 
 DEBUG, INFO, WARNING, ERROR = 10, 20, 30, 40
 NEW, BODY, DISCONNECT, DRAINED, STOP = 1, 2, 3, 4, 5
+PROBE_INTERVAL = 0.05  # seconds between watchdog heartbeats
 
 
 class ClientDisconnected(OSError):
@@ -349,6 +350,16 @@ def run(app, lifespan_mode, loop_kind, executor_threads, write_buffer):
         loop.stop()
 
     loop.add_reader(_bridge.fd(), drain)
+
+    # The watchdog's heartbeat: a probe every PROBE_INTERVAL seconds; Go
+    # reads the time it last ran (and how late) without the GIL.
+    probe = _bridge.probe
+
+    def beat():
+        probe(PROBE_INTERVAL)
+        loop.call_later(PROBE_INTERVAL, beat)
+
+    beat()
     _log(DEBUG, "event loop: %s" % loop_name)
     if lifespan_mode != "off":
         ok, message = loop.run_until_complete(lifespan.startup())

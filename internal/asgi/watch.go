@@ -1,0 +1,74 @@
+package asgi
+
+/*
+#include "asgi.h"
+*/
+import "C"
+
+import (
+	"sync"
+	"time"
+	"unsafe"
+)
+
+// Heartbeat is what the watchdog reads of the loop, without the GIL.
+type Heartbeat struct {
+	Beat   int64  // monotonic ns (python.Now's clock) the loop last turned
+	Lag    int64  // ns the last 50 ms probe ran late
+	Probes uint64 // probes run so far
+	TState unsafe.Pointer
+}
+
+// ReadHeartbeat returns the loop's heartbeat. Beat is 0 before the loop
+// started.
+func ReadHeartbeat() Heartbeat {
+	var h Heartbeat
+	var beat, lag C.int64_t
+	var seq C.uint64_t
+	var ts *C.PyThreadState
+	C.ts_loop_read(&beat, &lag, &seq, &ts)
+	h.Beat, h.Lag, h.Probes, h.TState = int64(beat), int64(lag), uint64(seq), unsafe.Pointer(ts)
+	return h
+}
+
+// InFlight is one request running on the loop.
+type InFlight struct {
+	Method, Path string
+	Start        time.Time
+}
+
+var inflight struct {
+	mu sync.Mutex
+	m  map[*slot]InFlight
+}
+
+func track(s *slot, method, path []byte) {
+	inflight.mu.Lock()
+	if inflight.m == nil {
+		inflight.m = make(map[*slot]InFlight)
+	}
+	inflight.m[s] = InFlight{Method: string(method), Path: string(path), Start: time.Now()}
+	inflight.mu.Unlock()
+}
+
+func untrack(s *slot) {
+	inflight.mu.Lock()
+	delete(inflight.m, s)
+	inflight.mu.Unlock()
+}
+
+// Requests returns the requests in flight on the loop, oldest first.
+func Requests() []InFlight {
+	inflight.mu.Lock()
+	out := make([]InFlight, 0, len(inflight.m))
+	for _, r := range inflight.m {
+		out = append(out, r)
+	}
+	inflight.mu.Unlock()
+	for i := 1; i < len(out); i++ {
+		for j := i; j > 0 && out[j].Start.Before(out[j-1].Start); j-- {
+			out[j], out[j-1] = out[j-1], out[j]
+		}
+	}
+	return out
+}

@@ -1,0 +1,377 @@
+// Package watchdog catches a blocked event loop and a slow WSGI request and
+// shows the Python stack that blocked it.
+//
+// How a stall is caught (DESIGN.md, "The watchdog"):
+//
+//  1. The loop writes a heartbeat (monotonic ns, C memory) from its drain
+//     callback and from a 50 ms call_later probe; the probe also records
+//     how late it ran (loop lag).
+//  2. A goroutine reads the heartbeat every Tick. Past StallThreshold with
+//     no new beat, a stall has begun: the goroutine samples the loop
+//     thread's Python stack every SampleEvery, without the GIL and without
+//     waiting for the loop (python.SampleStack).
+//  3. At 500 ms and at each doubling it logs the stall in progress: its age,
+//     the requests in flight on the loop and the stack seen most. When the
+//     loop turns again it logs one WARNING with the whole stall and records
+//     it for /debug/stalls and the metrics.
+//
+// The same goroutine watches WSGI requests: one running past SlowRequest
+// has its pool thread's stack logged, and again at each doubling.
+package watchdog
+
+import (
+	"bufio"
+	"fmt"
+	"log/slog"
+	"os"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"turnstile/internal/asgi"
+	"turnstile/internal/python"
+	"turnstile/internal/wsgi"
+)
+
+// Defaults.
+const (
+	DefaultStallThreshold = 100 * time.Millisecond
+	DefaultSlowRequest    = 10 * time.Second
+	Tick                  = 10 * time.Millisecond
+	SampleEvery           = 20 * time.Millisecond
+	// ProgressAfter is when a stall still going is first logged.
+	ProgressAfter = 500 * time.Millisecond
+	// KeepStalls is how many stalls /debug/stalls keeps.
+	KeepStalls = 50
+)
+
+// Request is a request in flight during a stall.
+type Request struct {
+	Method string  `json:"method"`
+	Path   string  `json:"path"`
+	AgeMS  float64 `json:"age_ms"`
+}
+
+// Stall is one blocked stretch of the event loop.
+type Stall struct {
+	Loop       int       `json:"loop"`
+	Start      time.Time `json:"start"`
+	DurationMS float64   `json:"duration_ms"`
+	Samples    int       `json:"samples"`
+	Ongoing    bool      `json:"ongoing,omitempty"`
+	Requests   []Request `json:"requests"`
+	// Stack is the stack seen most, innermost first: "file:line in func",
+	// then the source line.
+	Stack []string `json:"stack"`
+}
+
+// Watchdog watches the loop (when the app is ASGI) and the WSGI pool.
+type Watchdog struct {
+	// StallThreshold: a loop with no heartbeat for this long is stalled.
+	// Zero disables the loop watchdog.
+	StallThreshold time.Duration
+	// SlowRequest: a WSGI request running this long has its stack logged.
+	// Zero disables.
+	SlowRequest time.Duration
+	Loop        bool // an event loop runs (ASGI)
+	Log         *slog.Logger
+
+	lag        prometheus.Histogram
+	stallSecs  prometheus.Counter
+	stallCount prometheus.Counter
+
+	mu      sync.Mutex
+	stalls  []Stall // guarded by mu, newest last
+	current *stallState
+	stop    chan struct{}
+	done    chan struct{}
+	slow    map[string]time.Duration // next report age per WSGI request key
+	sources sourceCache
+}
+
+type stallState struct {
+	lastBeat   int64
+	start      time.Time
+	samples    int
+	stacks     map[string]int
+	frames     map[string][]python.Frame
+	nextReport time.Duration
+	lastSample time.Time
+	requests   []Request // in flight at the last sample that saw any
+}
+
+// Collectors returns the watchdog's metrics for registration.
+func (w *Watchdog) Collectors() []prometheus.Collector {
+	w.init()
+	return []prometheus.Collector{w.lag, w.stallSecs, w.stallCount}
+}
+
+func (w *Watchdog) init() {
+	if w.lag != nil {
+		return
+	}
+	labels := prometheus.Labels{"loop": "0"}
+	w.lag = prometheus.NewHistogram(prometheus.HistogramOpts{
+		Name: "turnstile_loop_lag_seconds", Help: "How late the event loop's 50 ms probe ran.",
+		ConstLabels: labels, Buckets: prometheus.ExponentialBuckets(0.0005, 2, 14),
+	})
+	w.stallSecs = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "turnstile_loop_stall_seconds_total", Help: "Seconds the event loop spent stalled past the threshold.", ConstLabels: labels,
+	})
+	w.stallCount = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "turnstile_loop_stalls_total", Help: "Stalls of the event loop past the threshold.", ConstLabels: labels,
+	})
+}
+
+// Start runs the watchdog goroutine.
+func (w *Watchdog) Start() {
+	w.init()
+	if w.Log == nil {
+		w.Log = slog.Default()
+	}
+	w.stop, w.done = make(chan struct{}), make(chan struct{})
+	w.slow = map[string]time.Duration{}
+	go w.run()
+}
+
+// Stop ends the goroutine and waits for it.
+func (w *Watchdog) Stop() {
+	if w.stop == nil {
+		return
+	}
+	close(w.stop)
+	<-w.done
+}
+
+// Stalls returns the recorded stalls, newest last, plus one in progress.
+func (w *Watchdog) Stalls() []Stall {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	out := append([]Stall(nil), w.stalls...)
+	if w.current != nil {
+		out = append(out, w.summary(w.current, time.Since(w.current.start), true))
+	}
+	return out
+}
+
+// Stalled reports the age of a stall in progress past the threshold, or 0.
+func (w *Watchdog) Stalled() time.Duration {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.current == nil {
+		return 0
+	}
+	return time.Since(w.current.start)
+}
+
+func (w *Watchdog) run() {
+	defer close(w.done)
+	t := time.NewTicker(Tick)
+	defer t.Stop()
+	var lastProbes uint64
+	lastSlow := time.Now()
+	for {
+		select {
+		case <-w.stop:
+			return
+		case <-t.C:
+		}
+		if w.Loop {
+			h := asgi.ReadHeartbeat()
+			if h.Probes != lastProbes {
+				lastProbes = h.Probes
+				w.lag.Observe(float64(h.Lag) / 1e9)
+			}
+			if w.StallThreshold > 0 && h.Beat != 0 {
+				w.checkLoop(h)
+			}
+		}
+		if w.SlowRequest > 0 && time.Since(lastSlow) >= 100*time.Millisecond {
+			lastSlow = time.Now()
+			w.checkSlow()
+		}
+	}
+}
+
+func (w *Watchdog) checkLoop(h asgi.Heartbeat) {
+	now := python.Now()
+	age := time.Duration(now - h.Beat)
+	w.mu.Lock()
+	cur := w.current
+	w.mu.Unlock()
+	if cur == nil {
+		if age < w.StallThreshold {
+			return
+		}
+		cur = &stallState{
+			lastBeat: h.Beat, start: time.Now().Add(-age),
+			stacks: map[string]int{}, frames: map[string][]python.Frame{}, nextReport: ProgressAfter,
+		}
+		w.mu.Lock()
+		w.current = cur
+		w.mu.Unlock()
+	}
+	if h.Beat != cur.lastBeat {
+		// The loop turned: the stall is over.
+		dur := time.Duration(h.Beat - cur.lastBeat)
+		w.mu.Lock()
+		st := w.summary(cur, dur, false)
+		w.current = nil
+		w.stalls = append(w.stalls, st)
+		if len(w.stalls) > KeepStalls {
+			w.stalls = w.stalls[len(w.stalls)-KeepStalls:]
+		}
+		w.mu.Unlock()
+		w.stallSecs.Add(dur.Seconds())
+		w.stallCount.Inc()
+		w.logStall("event loop stalled", st)
+		return
+	}
+	if time.Since(cur.lastSample) >= SampleEvery {
+		cur.lastSample = time.Now()
+		frames := python.SampleStack(h.TState)
+		if len(frames) > 0 {
+			key := stackKey(frames)
+			reqs := asgi.Requests()
+			w.mu.Lock()
+			if len(reqs) > 0 {
+				cur.requests = nil
+				for _, r := range reqs {
+					cur.requests = append(cur.requests, Request{Method: r.Method, Path: r.Path, AgeMS: float64(time.Since(r.Start).Microseconds()) / 1000})
+				}
+			}
+			cur.samples++
+			cur.stacks[key]++
+			if _, ok := cur.frames[key]; !ok {
+				cur.frames[key] = frames
+			}
+			w.mu.Unlock()
+		}
+	}
+	if elapsed := time.Since(cur.start); elapsed >= cur.nextReport {
+		cur.nextReport *= 2
+		w.mu.Lock()
+		st := w.summary(cur, elapsed, true)
+		w.mu.Unlock()
+		w.logStall("event loop stalled, still blocked", st)
+	}
+}
+
+// summary builds the Stall record. Called with w.mu held.
+func (w *Watchdog) summary(cur *stallState, dur time.Duration, ongoing bool) Stall {
+	st := Stall{Start: cur.start, DurationMS: float64(dur.Microseconds()) / 1000, Samples: cur.samples, Ongoing: ongoing}
+	for _, r := range asgi.Requests() {
+		st.Requests = append(st.Requests, Request{Method: r.Method, Path: r.Path, AgeMS: float64(time.Since(r.Start).Microseconds()) / 1000})
+	}
+	if len(st.Requests) > 0 {
+		cur.requests = st.Requests
+	} else {
+		// The stall is over and its requests may have finished with it:
+		// report those seen while it lasted.
+		st.Requests = cur.requests
+	}
+	best, n := "", 0
+	for k, c := range cur.stacks {
+		if c > n || (c == n && k < best) {
+			best, n = k, c
+		}
+	}
+	if best != "" {
+		st.Stack = w.describe(cur.frames[best])
+	}
+	return st
+}
+
+func (w *Watchdog) logStall(msg string, st Stall) {
+	var reqs []string
+	for _, r := range st.Requests {
+		reqs = append(reqs, fmt.Sprintf("%s %s (%.0f ms)", r.Method, r.Path, r.AgeMS))
+	}
+	w.Log.Warn(msg, "loop", 0, "duration_ms", st.DurationMS, "samples", st.Samples,
+		"requests", strings.Join(reqs, "; "), "stack", strings.Join(st.Stack, "\n"))
+}
+
+// checkSlow logs the stack of WSGI requests past SlowRequest, and again at
+// each doubling of their age.
+func (w *Watchdog) checkSlow() {
+	live := map[string]bool{}
+	for _, r := range wsgi.Requests() {
+		key := fmt.Sprintf("%s %s %d", r.Method, r.Path, r.Start.UnixNano())
+		live[key] = true
+		age := time.Since(r.Start)
+		next, ok := w.slow[key]
+		if !ok {
+			next = w.SlowRequest
+		}
+		if age < next || r.Thread < 0 {
+			w.slow[key] = next
+			continue
+		}
+		w.slow[key] = next * 2
+		frames := python.SampleStack(python.PoolThreadState(r.Thread))
+		w.Log.Warn("slow request", "method", r.Method, "path", r.Path, "age_ms", age.Milliseconds(),
+			"thread", fmt.Sprintf("ts-py-%d", r.Thread), "stack", strings.Join(w.describe(frames), "\n"))
+	}
+	for k := range w.slow {
+		if !live[k] {
+			delete(w.slow, k)
+		}
+	}
+}
+
+// describe renders frames innermost first as "file:line in func" followed
+// by the source line, indented.
+func (w *Watchdog) describe(frames []python.Frame) []string {
+	out := make([]string, 0, 2*len(frames))
+	for _, f := range frames {
+		out = append(out, f.String())
+		if src := w.sources.line(f.File, f.Line); src != "" {
+			out = append(out, "    "+src)
+		}
+	}
+	return out
+}
+
+func stackKey(frames []python.Frame) string {
+	var b strings.Builder
+	for _, f := range frames {
+		b.WriteString(f.String())
+		b.WriteByte('\n')
+	}
+	return b.String()
+}
+
+// sourceCache reads source lines like Python's linecache, bounded.
+type sourceCache struct {
+	mu    sync.Mutex
+	files map[string][]string
+}
+
+func (c *sourceCache) line(file string, n int) string {
+	if n <= 0 || file == "" || strings.HasPrefix(file, "<") {
+		return ""
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	lines, ok := c.files[file]
+	if !ok {
+		if c.files == nil || len(c.files) > 256 {
+			c.files = map[string][]string{}
+		}
+		if f, err := os.Open(file); err == nil {
+			sc := bufio.NewScanner(f)
+			sc.Buffer(make([]byte, 64<<10), 1<<20)
+			for sc.Scan() {
+				lines = append(lines, sc.Text())
+			}
+			f.Close()
+		}
+		c.files[file] = lines
+	}
+	if n > len(lines) {
+		return ""
+	}
+	return strings.TrimSpace(lines[n-1])
+}
