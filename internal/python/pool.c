@@ -239,3 +239,20 @@ ts_pool_tstate(int i)
     }
     return threads[i].tstate;
 }
+
+int64_t
+ts_pool_oldest_wait(int64_t now)
+{
+    int64_t oldest = 0;
+    int i;
+
+    /* Racy reads of each thread's wait start: a scan of a few entries
+     * with no lock and no syscall, on the barrier's path only. */
+    for (i = 0; i < ts_pool_threads; i++) {
+        int64_t since = atomic_load_explicit(&threads[i].wait_start_ns, memory_order_relaxed);
+        if (since > 0 && now - since > oldest) {
+            oldest = now - since;
+        }
+    }
+    return oldest;
+}

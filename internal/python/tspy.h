@@ -34,6 +34,7 @@ typedef struct ts_thread {
     int attached;           /* the pair is not re-entrant: it checks this */
     int64_t run_start_ns;   /* start of this thread's current run */
     int64_t gil_wait_ns;    /* summed over attaches since last reset */
+    _Atomic int64_t wait_start_ns; /* inside ts_thread_attach since; 0 = not waiting */
 } ts_thread;
 
 /* ts_thread_attach takes the GIL for t (PyEval_RestoreThread), counting it
@@ -113,6 +114,8 @@ void ts_pool_get_stats(ts_pool_stats *s);
 
 size_t ts_sample_stack(PyThreadState *tstate, char *out, size_t cap);
 PyThreadState *ts_pool_tstate(int i);
+/* The longest a pool thread has been waiting to attach, in ns (0: none). */
+int64_t ts_pool_oldest_wait(int64_t now);
 
 /* ---- interpreter (interp.c) ------------------------------------------ */
 
