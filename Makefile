@@ -30,7 +30,7 @@ check-python:
 
 build: check-python
 	go build -ldflags "-X turnstile/internal/python.BuildExecutable=$(PY_REAL)" -o $(BIN) ./cmd/turnstile
-	ln -sf turnstile-$(PY_VERSION) bin/turnstile
+	$(if $(filter default,$(origin PYTHON)),ln -sf turnstile-$(PY_VERSION) bin/turnstile)
 
 $(VENV)/.installed: requirements/test.txt
 	$(PYTHON) -m venv $(VENV)
