@@ -27,6 +27,7 @@ a markdown summary of medians and ratios against turnstile.
 
 import argparse
 import csv
+import hashlib
 import datetime
 import http.client
 import os
@@ -174,14 +175,19 @@ def proc_stat(pid):
     return int(rest[1]), sum(int(x) for x in rest[11:15])
 
 
-def tree_cpu_seconds(root):
-    """CPU seconds used so far by `root` and all its descendants."""
+def proc_snapshot():
+    """{pid: (ppid, ticks)} for every process now."""
     stats = {}
     for name in os.listdir("/proc"):
         if name.isdigit():
             st = proc_stat(int(name))
             if st:
                 stats[int(name)] = st
+    return stats
+
+
+def tree_ticks(stats, root):
+    """Ticks of `root` and all its descendants in a snapshot (None if gone)."""
     if root not in stats:
         return None
     kids = {}
@@ -195,26 +201,59 @@ def tree_cpu_seconds(root):
         seen.add(pid)
         total += stats[pid][1]
         todo.extend(kids.get(pid, ()))
-    return total / CLK_TCK
+    return total
+
+
+class CPUMark:
+    """CPU counters at one instant: the server tree, this driver's tree
+    (server + load generator), and every process on the machine.
+
+    others = all processes minus this driver's tree: compilers and tests of
+    other people sharing the 2 cores. A process that exits during the run is
+    reaped into its parent's cutime, so the difference of two marks still
+    holds its CPU.
+    """
+
+    def __init__(self, server_pid):
+        stats = proc_snapshot()
+        self.server = tree_ticks(stats, server_pid)
+        self.total = sum(t for _, t in stats.values())
+        self.driver = tree_ticks(stats, os.getpid()) or 0
+        self.kids = children_cpu()
+        self.cores = core_ticks()
+        self.t = time.monotonic()
+
+
+def tree_cpu_seconds(root):
+    """CPU seconds used so far by `root` and all its descendants."""
+    t = tree_ticks(proc_snapshot(), root)
+    return None if t is None else t / CLK_TCK
 
 
 def core_ticks():
-    """{core: (busy, total)} from /proc/stat, to see other load on our cores."""
+    """{core: (busy, total, irq)} from /proc/stat.
+
+    busy counts user+nice+system+steal (processes, and the hypervisor taking
+    the core away); irq counts irq+softirq, the kernel's packet work, which
+    is no process's CPU time. Both are used to see other load on our cores.
+    """
     out = {}
     with open("/proc/stat") as f:
         for line in f:
             m = re.match(r"cpu(\d+) (.*)", line)
             if m:
-                v = [int(x) for x in m.group(2).split()]
-                idle = v[3] + v[4]  # idle + iowait
-                out[int(m.group(1))] = (sum(v[:8]) - idle, sum(v[:8]))
+                v = [int(x) for x in m.group(2).split()][:8]
+                user, nice, system, idle, iowait, irq, softirq, steal = v + [0] * (8 - len(v))
+                out[int(m.group(1))] = (user + nice + system + steal, sum(v), irq + softirq)
     return out
 
 
-def core_busy(before, after, core):
-    b0, t0 = before.get(core, (0, 0))
-    b1, t1 = after.get(core, (0, 0))
-    return (b1 - b0) / (t1 - t0) if t1 > t0 else float("nan")
+def core_busy(before, after, core, field=0):
+    """Share of the core's time between two core_ticks() in `field` (0 busy, 2 irq)."""
+    b, a = before.get(core), after.get(core)
+    if not b or not a or a[1] <= b[1]:
+        return float("nan")
+    return (a[field] - b[field]) / (a[1] - b[1])
 
 
 def children_cpu():
@@ -417,7 +456,7 @@ def sh(cmd, timeout=30):
 FIELDS = ["scenario", "phase", "rep", "server", "conns", "rate", "duration_s", "requests",
           "rps", "errors", "error_detail", "server_cpu_s", "cpu_us_per_req", "p50_ms",
           "p99_ms", "p999_ms", "max_ms", "conns_served", "client_cpu_s", "server_core_busy", "client_core_busy",
-          "server_core_other", "quiet_wait_s",
+          "server_core_irq", "others_cpu_s", "others_cores", "valid", "quiet_wait_s",
           "loadavg_before", "started_utc"]
 
 
@@ -439,6 +478,10 @@ class Runner:
 
     def record(self, row):
         row.setdefault("scenario", self.args.scenario)
+        # A run during which other processes took a real share of either
+        # pinned core is kept in the CSV but marked invalid, and repeated.
+        noise = row.get("others_cores", 0.0)
+        row["valid"] = 0 if (noise == noise and noise > self.args.noise_max) else 1
         self.rows.append(row)
         self.csv.writerow({k: "%.6g" % v if isinstance(v, float) else v for k, v in row.items()})
         self.csvf.flush()
@@ -481,9 +524,9 @@ class Runner:
                 subprocess.run(wrk_cmd(self.args, conns, self.args.warmup, url), capture_output=True)
             cmd = wrk_cmd(self.args, conns, d, url)
             self.commands.setdefault("wrk", shlex.join(cmd).replace(str(port), "PORT"))
-            c0, k0, w0 = srv.cpu(), core_ticks(), children_cpu()
+            m0 = CPUMark(srv.proc.pid)
             p = subprocess.run(cmd, capture_output=True, timeout=d + 60)
-            c1, k1, w1 = srv.cpu(), core_ticks(), children_cpu()
+            m1 = CPUMark(srv.proc.pid)
             alive = srv.proc.poll() is None
         finally:
             srv.stop()
@@ -493,7 +536,7 @@ class Runner:
             row.update(errors=-1, error_detail="wrk: " + (out + p.stderr.decode())[-300:].replace("\n", " | "))
             self.record(row)
             return
-        cpu = (c1 - c0) if (c0 is not None and c1 is not None) else float("nan")
+        cpu = (m1.server - m0.server) / CLK_TCK if None not in (m0.server, m1.server) else float("nan")
         errors = r["socket_errors"] + r["non2xx"]
         detail = []
         if r["socket_errors"]:
@@ -507,7 +550,7 @@ class Runner:
                    cpu_us_per_req=cpu / r["requests"] * 1e6 if r["requests"] else float("nan"),
                    p50_ms=r.get("p50_ms"), p99_ms=r.get("p99_ms"), max_ms=r.get("max_ms"),
                    conns_served=r["rps"] * r["mean_ms"] / 1e3 if "mean_ms" in r and "rps" in r else float("nan"),
-                   **self.cores(k0, k1, cpu, w1 - w0))
+                   **self.cores(m0, m1))
         self.record(row)
         print("  rep %d  c=%-4d %-10s %9.0f req/s  %7.1f us-cpu/req  errors %d%s" % (
             rep, conns, name, r.get("rps", 0), row["cpu_us_per_req"], errors,
@@ -534,9 +577,9 @@ class Runner:
             cmd = vegeta_cmd(self.args, rate, d, targets, binfile)
             self.commands.setdefault("vegeta", shlex.join(cmd).replace(targets, "TARGETS").replace(binfile, "OUT.bin")
                                      + "   # TARGETS: GET http://127.0.0.1:PORT%s" % self.args.path)
-            c0, k0, w0 = srv.cpu(), core_ticks(), children_cpu()
+            m0 = CPUMark(srv.proc.pid)
             p = subprocess.run(cmd, capture_output=True, timeout=d + 60)
-            c1, k1, w1 = srv.cpu(), core_ticks(), children_cpu()
+            m1 = CPUMark(srv.proc.pid)
             alive = srv.proc.poll() is None
         finally:
             srv.stop()
@@ -546,25 +589,39 @@ class Runner:
             return
         r = parse_vegeta(self.args, binfile)
         os.unlink(binfile)
-        cpu = (c1 - c0) if (c0 is not None and c1 is not None) else float("nan")
+        cpu = (m1.server - m0.server) / CLK_TCK if None not in (m0.server, m1.server) else float("nan")
         detail = r["errors_detail"] + ("" if alive else "; server died during the run")
         row.update(requests=r["requests"], rps=r["achieved_rate"], errors=r["errors"],
                    error_detail=detail, server_cpu_s=cpu,
                    cpu_us_per_req=cpu / r["ok"] * 1e6 if r["ok"] else float("nan"),
                    p50_ms=r["p50_ms"], p99_ms=r["p99_ms"], p999_ms=r["p999_ms"], max_ms=r["max_ms"],
-                   **self.cores(k0, k1, cpu, w1 - w0))
+                   **self.cores(m0, m1))
         self.record(row)
         print("  rep %d  rate=%d %-10s p50 %7.2f  p99 %7.2f  p99.9 %7.2f  max %7.1f ms  errors %d" % (
             rep, rate, name, r["p50_ms"], r["p99_ms"], r["p999_ms"], r["max_ms"], r["errors"]), flush=True)
 
-    def cores(self, k0, k1, server_cpu, client_cpu):
-        """Core use during a run: how much of the server's core went to others."""
+    def cores(self, m0, m1):
+        """Core use during a run, and CPU taken by processes that are not ours."""
         a = self.args
-        busy = core_busy(k0, k1, a.server_core)
-        wall = (k1[a.server_core][1] - k0[a.server_core][1]) / CLK_TCK
-        return dict(client_cpu_s=client_cpu, server_core_busy=busy,
+        k0, k1 = m0.cores, m1.cores
+        wall = m1.t - m0.t
+        others = ((m1.total - m0.total) - (m1.driver - m0.driver)) / CLK_TCK
+        return dict(client_cpu_s=m1.kids - m0.kids,
+                    server_core_busy=core_busy(k0, k1, a.server_core),
                     client_core_busy=core_busy(k0, k1, a.client_core),
-                    server_core_other=busy - server_cpu / wall if wall > 0 else float("nan"))
+                    server_core_irq=core_busy(k0, k1, a.server_core, 2),
+                    others_cpu_s=others, others_cores=others / wall if wall > 0 else float("nan"))
+
+    def retry(self, fn, *args):
+        for attempt in range(1 + self.args.noise_retries):
+            n = len(self.rows)
+            fn(*args)
+            if len(self.rows) == n or self.rows[-1]["valid"]:
+                return
+            last = self.rows[-1]
+            print("    (noisy: other processes used %.2f cores during the run; %s)" % (
+                last["others_cores"],
+                "repeating" if attempt < self.args.noise_retries else "kept as invalid"), flush=True)
 
     def order(self, servers, rep):
         k = (rep - 1) % len(servers)
@@ -578,7 +635,7 @@ class Runner:
             for rep in range(1, a.reps + 1):
                 for conns in a.conns:
                     for name in self.order(servers, rep):
-                        self.one_saturation(rep, name, conns)
+                        self.retry(self.one_saturation, rep, name, conns)
         if "latency" in a.phases:
             rate = a.rate or self.default_rate(servers)
             if not rate:
@@ -590,13 +647,13 @@ class Runner:
                 a.reps, ",".join(servers), a.duration), flush=True)
             for rep in range(1, a.reps + 1):
                 for name in self.order(servers, rep):
-                    self.one_latency(rep, name, rate)
+                    self.retry(self.one_latency, rep, name, rate)
 
     def capacity(self, server):
         """Median rps per conns value; the best conns value is the capacity."""
         best = 0
         for conns in self.args.conns:
-            vals = [float(r["rps"]) for r in self.rows if r["phase"] == "saturation"
+            vals = [float(r["rps"]) for r in self.rows if r["phase"] == "saturation" and r["valid"]
                     and r["server"] == server and r["conns"] == conns and r.get("rps") not in (None, "")]
             if vals:
                 best = max(best, statistics.median(vals))
@@ -626,14 +683,18 @@ def ratio(v, base):
 
 
 def summary(runner, servers, baseline):
-    rows, a = runner.rows, runner.args
+    a = runner.args
+    rows = [r for r in runner.rows if r.get("valid", 1)]
+    noisy = len(runner.rows) - len(rows)
     lines = ["### %s — %s" % (a.scenario, runner.scen["what"]), "",
              "Medians of %d interleaved repetitions, %ds each; server on core %d, client on core %d. "
-             "Ratios are against **%s** in this same run." % (
-                 a.reps, a.duration, a.server_core, a.client_core, baseline), ""]
+             "Ratios are against **%s** in this same run.%s" % (
+                 a.reps, a.duration, a.server_core, a.client_core, baseline,
+                 " %d noisy run(s) (other processes over %.2f cores) were repeated and left out." % (
+                     noisy, a.noise_max) if noisy else ""), ""]
     if any(r["phase"] == "saturation" for r in rows):
         lines += ["Saturation (wrk, closed loop):", "",
-                  "| server | conns | req/s | vs %s | server CPU µs/req | vs %s | p99 ms (closed loop) | conns served | errors | runs | others on server core |" % (baseline, baseline),
+                  "| server | conns | req/s | vs %s | server CPU µs/req | vs %s | p99 ms (closed loop) | conns served | errors | runs | others (cores) |" % (baseline, baseline),
                   "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
         for conns in a.conns:
             base = [r for r in rows if r["phase"] == "saturation" and r["server"] == baseline and r["conns"] == conns]
@@ -651,18 +712,19 @@ def summary(runner, servers, baseline):
                     s, conns, fmt(rps, "%.0f"), ratio(rps, b_rps), fmt(cpu, "%.1f"), ratio(cpu, b_cpu),
                     fmt(med(good, "p99_ms"), "%.2f"), fmt(served, "%.0f"),
                     " ⚠" if served == served and served < conns / 2 else "", errs, " (%d failed)" % failed if failed else "", len(good),
-                    fmt(max(0.0, 100 * med(good, "server_core_other")), "%.0f%%")))
+                    fmt(med(good, "others_cores"), "%.2f")))
         lines += ["", "conns served = req/s × wrk's mean latency (Little's law): how many connections "
                   "were really in service. ⚠ = under half of conns: the rest waited unserved, which a "
                   "closed-loop req/s hides. wrk's latency excludes connect time, so for a server that "
-                  "closes every connection (uwsgi here) the shortfall is time spent in the accept queue. Others on server core = median share of the "
-                  "server's core used by processes outside the server during the run (noise; want ~0%).", ""]
+                  "closes every connection (uwsgi here) the shortfall is time spent in the accept queue. Others = median CPU "
+                  "of processes that are neither the server nor the load generator during the run, in "
+                  "cores (noise; runs over %.2f were repeated and left out)." % a.noise_max, ""]
     lat = [r for r in rows if r["phase"] == "latency"]
     if lat:
         rate = lat[0]["rate"]
         base = [r for r in lat if r["server"] == baseline]
         lines += ["Latency (vegeta, open loop at %s req/s):" % rate, "",
-                  "| server | p50 ms | p99 ms | p99.9 ms | max ms | p99 vs %s | server CPU µs/req | errors | runs | others on server core |" % baseline,
+                  "| server | p50 ms | p99 ms | p99.9 ms | max ms | p99 vs %s | server CPU µs/req | errors | runs | others (cores) |" % baseline,
                   "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
         for s in servers:
             rs = [r for r in lat if r["server"] == s and r.get("requests") not in (None, "")]
@@ -673,7 +735,7 @@ def summary(runner, servers, baseline):
                 s, fmt(med(rs, "p50_ms"), "%.2f"), fmt(med(rs, "p99_ms"), "%.2f"),
                 fmt(med(rs, "p999_ms"), "%.2f"), fmt(med(rs, "max_ms"), "%.1f"),
                 ratio(med(rs, "p99_ms"), med(base, "p99_ms")), fmt(med(rs, "cpu_us_per_req"), "%.1f"),
-                errs, len(rs), fmt(max(0.0, 100 * med(rs, "server_core_other")), "%.0f%%")))
+                errs, len(rs), fmt(med(rs, "others_cores"), "%.2f")))
         lines.append("")
     return "\n".join(lines)
 
@@ -688,7 +750,7 @@ def write_benchstat(runner, model):
     with open(runner.base + ".bench.txt", "w") as f:
         f.write("goos: linux\ngoarch: %s\ncpu: %s\n" % (os.uname().machine, model))
         for r in runner.rows:
-            if r.get("requests") in (None, "") or r.get("errors") == -1:
+            if r.get("requests") in (None, "") or r.get("errors") == -1 or not r.get("valid", 1):
                 continue
             if r["phase"] == "saturation":
                 f.write("%s/phase=saturation/server=%s/conns=%s 1 %s req/s %s cpu-µs/req %s errors\n" % (
@@ -720,10 +782,9 @@ def versions(args, servers):
     v.append("packages: " + ", ".join(l for l in freeze if l.split("==")[0].lower() in keep))
     for s in servers:
         if s == "turnstile":
-            v.append("turnstile: %s  (%s -> %s, git %s)" % (
+            v.append("turnstile: %s  (snapshot of %s; repo at start %s)" % (
                 sh([args.turnstile_bin, "--version"]) if os.path.exists(args.turnstile_bin) else "missing",
-                args.turnstile_bin, os.path.realpath(args.turnstile_bin),
-                sh(["git", "-C", ROOT, "describe", "--always", "--dirty"])))
+                getattr(args, "turnstile_origin", args.turnstile_bin), args.repo_at_start))
         elif s == "uwsgi":
             v.append("uwsgi: %s, built against %s" % (
                 sh([os.path.join(args.venv, "bin", "uwsgi"), "--version"]),
@@ -769,7 +830,10 @@ def write_meta(runner, servers, skipped, load_before, load_after, started, model
             ",".join(map(str, a.conns)), getattr(runner, "rate", "n/a")),
         "cpu: utime+stime+cutime+cstime of the server's process tree (/proc/<pid>/stat), after minus before"
         " the measured client run; cpu_us_per_req = that / requests completed (latency phase: / 2xx responses)",
-        "server_core_busy / client_core_busy: fraction of that core busy during the run (/proc/stat), all processes",
+        "server_core_busy / client_core_busy: share of that core busy in user+nice+system+steal during the run (/proc/stat);"
+        " server_core_irq: irq+softirq share; others_cpu_s/others_cores: CPU of every process outside this driver's"
+        " tree (server + load generator) during the run; valid=0 when others_cores > %.2f (repeated up to %d times)" % (
+            a.noise_max, a.noise_retries),
         "",
         "## exact command lines (PORT = a free port chosen per run; cwd %s)" % APPS,
     ] + ["%s: %s" % (k, v) for k, v in runner.commands.items()] + [
@@ -813,6 +877,9 @@ def main():
     p.add_argument("--quiet", type=float, default=0.25,
                    help="before each run wait until both cores are under this busy fraction for 1 s (0: off)")
     p.add_argument("--quiet-max-wait", type=float, default=60, help="give up waiting for quiet after this many s")
+    p.add_argument("--noise-max", type=float, default=0.10,
+                   help="a run where other processes used more than this many cores is invalid")
+    p.add_argument("--noise-retries", type=int, default=2, help="how often an invalid run is repeated")
     p.add_argument("--start-timeout", type=float, default=30)
     p.add_argument("--out", default=os.path.join(BENCH, "results"), help="results folder (dev runs: bench/work/results)")
     args = p.parse_args()
@@ -853,6 +920,19 @@ def main():
     if baseline != args.baseline:
         print("ratios against %s (%s is not running)" % (baseline, args.baseline))
 
+    if "turnstile" in servers:
+        # Others rebuild bin/turnstile while we run: serve every run from one
+        # snapshot of it, and record which.
+        real = os.path.realpath(args.turnstile_bin)
+        snap = os.path.join(WORK, "turnstile-snapshot-%d" % os.getpid())
+        shutil.copy2(real, snap)
+        with open(snap, "rb") as f:
+            digest = hashlib.sha256(f.read()).hexdigest()
+        args.turnstile_origin = "%s -> %s (sha256 %s, modified %s)" % (
+            args.turnstile_bin, real, digest[:16],
+            datetime.datetime.fromtimestamp(os.path.getmtime(real), datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"))
+        args.turnstile_bin = snap
+    args.repo_at_start = sh(["git", "-C", ROOT, "describe", "--always", "--dirty"])
     model = cpu_model()
     started, load_before = utcnow(), loadavg()
     print("%s: %s; load %s" % (args.scenario, scen["what"], load_before), flush=True)
@@ -866,6 +946,8 @@ def main():
         md = summary(runner, servers, baseline)
         write_meta(runner, servers, skipped, load_before, loadavg(), started, model, md)
         write_benchstat(runner, model)
+        if "turnstile" in servers:
+            os.unlink(args.turnstile_bin)
     print()
     print(md)
     print("wrote %s.{csv,meta.txt,bench.txt}" % os.path.relpath(runner.base))
