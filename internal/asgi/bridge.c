@@ -26,6 +26,11 @@
  *
  * Slots are reused; refs counts the holders (the Go handler and the app's
  * task) and gen tells a late event from a new request's.
+ *
+ * WebSockets use the same slot, queue and Channel (websocket.c and
+ * websocket.go): TS_EV_WS_NEW carries the websocket scope, the handshake
+ * answer goes through Channel.start (status 101 accepts, any other status
+ * is a denial response) and after it messages travel as records.
  */
 #include "asgi.h"
 #include "_cgo_export.h"
@@ -78,6 +83,8 @@ static PyObject *s_type, *s_http, *s_asgi, *asgi_template, *s_http_version,
     *s_method, *s_scheme, *s_path, *s_raw_path, *s_query_string, *s_root_path,
     *s_headers, *s_client, *s_server, *s_state, *s_extensions, *s_http_scheme,
     *s_v11, *s_v10, *extensions_template;
+static PyObject *s_websocket, *s_ws_scheme, *s_subprotocols, *ws_asgi_template,
+    *ws_extensions_template;
 static PyObject *methods[8];
 static const char *method_names[8] = {"GET", "POST", "PUT", "DELETE", "HEAD", "PATCH", "OPTIONS", NULL};
 
@@ -158,6 +165,8 @@ ts_asgi_begin(ts_asgi_slot *s)
     s->drain_wait = 0;
     s->error = NULL;
     s->pathsend = NULL;
+    s->ws_pushed = s->ws_consumed = 0;
+    s->ws_read_wait = s->ws_resume = 0;
     pthread_mutex_unlock(&s->mu);
     return gen;
 }
@@ -277,6 +286,8 @@ ts_asgi_take(ts_asgi_slot *s, ts_asgi_take_result *r)
     s->error = NULL;
     r->pathsend = s->pathsend;
     s->pathsend = NULL;
+    r->ws_resume = s->ws_resume;
+    s->ws_resume = 0;
     pthread_mutex_unlock(&s->mu);
 }
 
@@ -308,12 +319,7 @@ signal_go(ts_asgi_slot *s)
 
 /* ---- Channel: the loop's handle on a request ---------------------------- */
 
-typedef struct {
-    PyObject_HEAD
-    ts_asgi_slot *slot;
-    uint32_t gen;
-    int released;
-} Channel;
+typedef ts_channel Channel;  /* asgi.h: websocket.c adds methods */
 
 static int
 channel_live(Channel *self)
@@ -349,6 +355,31 @@ grow(char **buf, size_t *cap, size_t len, size_t n, size_t bound)
     *buf = p;
     *cap = c;
     return 0;
+}
+
+/* Shared with websocket.c (asgi.h). */
+int
+ts_channel_live(ts_channel *ch)
+{
+    return channel_live(ch);
+}
+
+void
+ts_asgi_signal(ts_asgi_slot *s)
+{
+    signal_go(s);
+}
+
+int
+ts_asgi_grow(char **buf, size_t *cap, size_t len, size_t n, size_t bound)
+{
+    return grow(buf, cap, len, n, bound);
+}
+
+size_t
+ts_asgi_write_buffer(void)
+{
+    return write_buffer;
 }
 
 static int
@@ -429,19 +460,20 @@ bytes_of(PyObject *o, Py_ssize_t *n, const char *what)
     return NULL;
 }
 
-/* Channel.start(status, headers): http.response.start, validated here
- * (DESIGN.md, the bytes rule). */
+/* Channel.start(status, headers[, upgrade]): http.response.start,
+ * validated here (DESIGN.md, the bytes rule). With upgrade (websocket.accept)
+ * the status is 101 and the headers go with the 101 response. */
 static PyObject *
 channel_start(Channel *self, PyObject *args)
 {
     ts_asgi_slot *s = self->slot;
     PyObject *status_obj, *headers, *it, *item;
-    int status, overflow;
+    int status, overflow, upgrade = 0;
     size_t hlen;
     char line[64];
     int64_t cl = -1;
 
-    if (!PyArg_ParseTuple(args, "OO:start", &status_obj, &headers) || !channel_live(self)) {
+    if (!PyArg_ParseTuple(args, "OO|p:start", &status_obj, &headers, &upgrade) || !channel_live(self)) {
         return NULL;
     }
     if (!PyLong_Check(status_obj)) {
@@ -450,7 +482,10 @@ channel_start(Channel *self, PyObject *args)
         return NULL;
     }
     status = (int)PyLong_AsLongAndOverflow(status_obj, &overflow);
-    if (overflow || status < 200 || status > 999) {
+    if (upgrade && status == 101 && !overflow) {
+        /* websocket.accept: the one 1xx an app may cause */
+    }
+    else if (overflow || status < 200 || status > 999) {
         PyErr_Format(PyExc_ValueError, "http.response.start 'status' %R is not a final status (200-999)", status_obj);
         return NULL;
     }
@@ -557,7 +592,11 @@ header_error:
     s->content_length = cl;
     s->head_ready = 1;
     pthread_mutex_unlock(&s->mu);
-    /* Go is told with the first body bytes: a head alone rarely helps. */
+    /* Go is told with the first body bytes: a head alone rarely helps;
+     * a websocket.accept is all there is. */
+    if (upgrade) {
+        signal_go(s);
+    }
     Py_RETURN_NONE;
 
 error:
@@ -714,6 +753,9 @@ static PyMethodDef channel_methods[] = {
     {"want_body", (PyCFunction)channel_want_body, METH_NOARGS, NULL},
     {"bind", (PyCFunction)channel_bind, METH_O, NULL},
     {"done", (PyCFunction)channel_done, METH_O, NULL},
+    {"ws_send", (PyCFunction)ts_ws_send, METH_VARARGS, NULL},
+    {"ws_close", (PyCFunction)ts_ws_close, METH_VARARGS, NULL},
+    {"ws_consumed", (PyCFunction)ts_ws_consumed, METH_NOARGS, NULL},
     {NULL, NULL, 0, NULL},
 };
 
@@ -756,12 +798,16 @@ port_obj(const char *p, size_t n)
     return PyLong_FromLong(v);
 }
 
-/* build_scope returns a new scope dict for s's request block. */
+/* build_scope returns a new scope dict for s's request block: the HTTP
+ * connection scope, or with websocket the WebSocket one (ASGI WebSocket,
+ * "Connection Scope": no method; subprotocols from TS_SC_SUBPROTOCOL
+ * entries; the denial response extension). */
 static PyObject *
-build_scope(ts_asgi_slot *s)
+build_scope(ts_asgi_slot *s, int websocket)
 {
     PyObject *scope = PyDict_New(), *headers = PyList_New(0), *v;
     PyObject *chost = NULL, *cport = NULL, *shost = NULL, *sport = NULL;
+    PyObject *subprotocols = NULL;
     const char *p = s->req;
     int i, rc = 0;
 
@@ -769,9 +815,20 @@ build_scope(ts_asgi_slot *s)
         goto error;
     }
 #define SET(k, val) do { v = (val); if (v == NULL || PyDict_SetItem(scope, (k), v) < 0) { Py_XDECREF(v); goto error; } Py_DECREF(v); } while (0)
-    SET(s_type, Py_NewRef(s_http));
-    SET(s_asgi, PyDict_Copy(asgi_template));
-    SET(s_scheme, Py_NewRef(s_http_scheme));
+    if (websocket) {
+        subprotocols = PyList_New(0);
+        if (subprotocols == NULL) {
+            goto error;
+        }
+        SET(s_type, Py_NewRef(s_websocket));
+        SET(s_asgi, PyDict_Copy(ws_asgi_template));
+        SET(s_scheme, Py_NewRef(s_ws_scheme));
+    }
+    else {
+        SET(s_type, Py_NewRef(s_http));
+        SET(s_asgi, PyDict_Copy(asgi_template));
+        SET(s_scheme, Py_NewRef(s_http_scheme));
+    }
     for (i = 0; i < s->nentries; i++) {
         uint16_t id, klen;
         uint32_t vlen;
@@ -797,7 +854,9 @@ build_scope(ts_asgi_slot *s)
             break;
         }
         case TS_SC_METHOD:
-            SET(s_method, method_str(val, vlen));
+            if (!websocket) {  /* the websocket scope has no method */
+                SET(s_method, method_str(val, vlen));
+            }
             break;
         case TS_SC_PATH:
             SET(s_path, PyUnicode_DecodeUTF8(val, vlen, "replace"));
@@ -826,13 +885,32 @@ build_scope(ts_asgi_slot *s)
         case TS_SC_SERVER_PORT:
             sport = port_obj(val, vlen);
             break;
+        case TS_SC_SUBPROTOCOL:
+            if (subprotocols != NULL) {
+                PyObject *proto = PyUnicode_DecodeLatin1(val, vlen, NULL);
+                if (proto == NULL) {
+                    goto error;
+                }
+                rc = PyList_Append(subprotocols, proto);
+                Py_DECREF(proto);
+                if (rc < 0) {
+                    goto error;
+                }
+            }
+            break;
         default:
             break;
         }
     }
     SET(s_headers, Py_NewRef(headers));
-    if (chost != NULL && cport != NULL) {
+    if (subprotocols != NULL) {
+        SET(s_subprotocols, Py_NewRef(subprotocols));
+    }
+    if (chost != NULL && cport != NULL && cport != Py_None) {
         SET(s_client, PyTuple_Pack(2, chost, cport));
+    }
+    else {
+        SET(s_client, Py_NewRef(Py_None));  /* a Unix socket peer has no address */
     }
     if (shost != NULL && sport != NULL) {
         SET(s_server, PyTuple_Pack(2, shost, sport));
@@ -840,16 +918,18 @@ build_scope(ts_asgi_slot *s)
     if (state_dict != NULL) {
         SET(s_state, PyDict_Copy(state_dict));
     }
-    SET(s_extensions, PyDict_Copy(extensions_template));
+    SET(s_extensions, PyDict_Copy(websocket ? ws_extensions_template : extensions_template));
 #undef SET
     Py_XDECREF(chost);
     Py_XDECREF(cport);
     Py_XDECREF(shost);
     Py_XDECREF(sport);
+    Py_XDECREF(subprotocols);
     Py_DECREF(headers);
     return scope;
 
 error:
+    Py_XDECREF(subprotocols);
     Py_XDECREF(chost);
     Py_XDECREF(cport);
     Py_XDECREF(shost);
@@ -866,16 +946,35 @@ error:
  *   (2, cycle, body, more)            body chunk
  *   (3, cycle)                        disconnect
  *   (4, cycle)                        drained
- *   (5,)                              stop
+ *   (5, seconds)                      stop (WebSocket apps get seconds)
+ *   (6, channel, scope)               new WebSocket
+ *   (7, cycle, message)               websocket.receive message
+ *   (8, cycle, message)               websocket.disconnect message
  * Returns a new reference, Py_None for a stale event, NULL on error. */
 static PyObject *
 event_tuple(ts_event *ev)
 {
     ts_asgi_slot *s = ev->slot;
-    PyObject *cycle;
+    PyObject *cycle, *msg;
 
     if (ev->type == TS_EV_STOP) {
-        return Py_BuildValue("(i)", TS_EV_STOP);
+        return Py_BuildValue("(id)", TS_EV_STOP, ev->more / 1000.0);
+    }
+    if (ev->type == TS_EV_WS_NEW) {
+        Channel *ch = PyObject_New(Channel, ChannelType);
+        PyObject *scope;
+        if (ch == NULL) {
+            return NULL;
+        }
+        ch->slot = s;
+        ch->gen = ev->gen;
+        ch->released = 0;
+        scope = build_scope(s, 1);
+        if (scope == NULL) {
+            Py_DECREF(ch);
+            return NULL;
+        }
+        return Py_BuildValue("(iNN)", TS_EV_WS_NEW, (PyObject *)ch, scope);
     }
     if (ev->type == TS_EV_NEW) {
         Channel *ch = PyObject_New(Channel, ChannelType);
@@ -886,7 +985,7 @@ event_tuple(ts_event *ev)
         ch->slot = s;
         ch->gen = ev->gen;
         ch->released = 0;
-        scope = build_scope(s);
+        scope = build_scope(s, 0);
         body = PyBytes_FromStringAndSize(s->req + s->body_off, s->body_len);
         if (scope == NULL || body == NULL) {
             Py_XDECREF(scope);
@@ -910,6 +1009,11 @@ event_tuple(ts_event *ev)
     case TS_EV_DISCONNECT:
     case TS_EV_DRAINED:
         return Py_BuildValue("(iO)", ev->type, cycle);
+    case TS_EV_WS_MSG:
+    case TS_EV_WS_CLOSE:
+        msg = ev->type == TS_EV_WS_MSG ? ts_ws_message(ev->data, ev->len, ev->more)
+                                       : ts_ws_disconnect(ev->more, ev->data, ev->len);
+        return msg ? Py_BuildValue("(iON)", ev->type, cycle, msg) : NULL;
     }
     Py_RETURN_NONE;
 }
@@ -1090,6 +1194,9 @@ ts_asgi_setup(void)
     INTERN(s_http_scheme, "http");
     INTERN(s_v11, "1.1");
     INTERN(s_v10, "1.0");
+    INTERN(s_websocket, "websocket");
+    INTERN(s_ws_scheme, "ws");
+    INTERN(s_subprotocols, "subprotocols");
 #undef INTERN
     for (i = 0; method_names[i] != NULL; i++) {
         methods[i] = PyUnicode_InternFromString(method_names[i]);
@@ -1098,8 +1205,12 @@ ts_asgi_setup(void)
         }
     }
     asgi_template = Py_BuildValue("{s:s,s:s}", "version", "3.0", "spec_version", "2.4");
+    /* 2.5: websocket.disconnect carries reason */
+    ws_asgi_template = Py_BuildValue("{s:s,s:s}", "version", "3.0", "spec_version", "2.5");
+    ws_extensions_template = Py_BuildValue("{s:{}}", "websocket.http.response");
     extensions_template = PyDict_New();
-    if (asgi_template == NULL || extensions_template == NULL) {
+    if (asgi_template == NULL || extensions_template == NULL || ws_asgi_template == NULL
+        || ws_extensions_template == NULL || ts_ws_setup() < 0) {
         return -1;
     }
     v = PyDict_New();

@@ -6,7 +6,10 @@ loop drains them in one add_reader callback (_drain); this module turns them
 into ASGI messages. The C object ``Channel`` (one per request) hands the
 app's messages to Go without blocking: see internal/asgi/doc.go.
 
-Names follow the ASGI spec (HTTP & WebSocket 2.4, Lifespan 2.0).
+Names follow the ASGI spec (HTTP & WebSocket 2.4, WebSocket 2.5 with the
+disconnect reason, Lifespan 2.0). WebSockets: Go owns the protocol (framing,
+ping/pong, limits, the close handshake; internal/asgi/websocket.go); WSCycle
+only turns messages into ASGI events and back.
 """
 
 import asyncio
@@ -23,7 +26,7 @@ import _turnstile_asgi as _bridge
 from _turnstile_bootstrap import format_exception
 
 DEBUG, INFO, WARNING, ERROR = 10, 20, 30, 40
-NEW, BODY, DISCONNECT, DRAINED, STOP = 1, 2, 3, 4, 5
+NEW, BODY, DISCONNECT, DRAINED, STOP, WS_NEW, WS_MSG, WS_CLOSE = 1, 2, 3, 4, 5, 6, 7, 8
 PROBE_INTERVAL = 0.05  # seconds between watchdog heartbeats
 
 
@@ -118,9 +121,10 @@ class HTTPCycle:
             if self.complete:
                 return  # "any further messages on the channel are ignored"
             more = message.get("more_body", False)
+            wait = self.chan.body(message.get("body", b""), more)  # raises on a bad message
             if not more:
                 self.complete = True
-            if self.chan.body(message.get("body", b""), more):
+            if wait:
                 fut = self.loop.create_future()
                 self.drain_waiter = fut
                 try:
@@ -157,6 +161,189 @@ async def _run_http(app, cycle):
         else:
             scope = cycle.scope
             _log(ERROR, "ASGI app raised on %s %s\n%s" % (scope.get("method"), scope.get("path"), format_exception(exc)))
+            cycle.chan.done("error")
+    else:
+        if not cycle.started:
+            scope = cycle.scope
+            _log(ERROR, "ASGI app returned without sending a response on %s %s: answered 500" % (scope.get("method"), scope.get("path")))
+        cycle.chan.done(None)
+
+
+# WSCycle states
+WS_CONNECTING, WS_ACCEPTED, WS_CLOSED, WS_RESPONSE, WS_DENIED = range(5)
+WS_TEXT, WS_BINARY = 1, 2  # record kinds (internal/asgi/asgi.h)
+
+
+class WSCycle:
+    """One WebSocket: the receive and send callables the app gets (ASGI
+    WebSocket 2.5). Messages from the client arrive as ready-made
+    websocket.receive dicts; Go stops reading the socket while --ws-max-queue
+    of them wait here, so receive() reports each one it returns
+    (chan.ws_consumed, no syscall)."""
+
+    __slots__ = ("chan", "scope", "loop", "fresh", "messages", "state", "closed", "waiter", "drain_waiter")
+
+    def __init__(self, chan, scope, loop):
+        self.chan = chan
+        self.scope = scope
+        self.loop = loop
+        self.fresh = True  # websocket.connect not received yet
+        # The queue is made only when a message must wait: most go straight
+        # to a waiting receive(), and an empty deque costs 600 bytes.
+        self.messages = None
+        self.state = WS_CONNECTING
+        self.closed = None  # the websocket.disconnect message, once the connection ended
+        self.waiter = None
+        self.drain_waiter = None
+
+    # ASGI WebSocket, "Connect", "Receive" and "Disconnect" receive events
+    async def receive(self):
+        if self.fresh:
+            self.fresh = False
+            return {"type": "websocket.connect"}
+        if self.messages:
+            msg = self.messages.popleft()
+        elif self.closed is not None:
+            return self.closed
+        else:
+            fut = self.loop.create_future()
+            self.waiter = fut
+            try:
+                msg = await fut
+            except asyncio.CancelledError:
+                # A receive() that is cancelled consumes nothing.
+                if fut.done() and not fut.cancelled():
+                    if self.messages is None:
+                        self.messages = collections.deque()
+                    self.messages.appendleft(fut.result())
+                raise
+            finally:
+                if self.waiter is fut:
+                    self.waiter = None
+        if msg["type"] == "websocket.receive":
+            self.chan.ws_consumed()
+        return msg
+
+    def _deliver(self, message):
+        w = self.waiter
+        if w is not None and not w.done():
+            self.waiter = None
+            w.set_result(message)
+        else:
+            if self.messages is None:
+                self.messages = collections.deque()
+            self.messages.append(message)
+
+    def _on_close(self, message):
+        if self.closed is not None:
+            return
+        self.closed = message
+        self._deliver(message)
+        dw = self.drain_waiter
+        if dw is not None and not dw.done():
+            dw.set_exception(ClientDisconnected("the client disconnected"))
+
+    def _on_drained(self):
+        dw = self.drain_waiter
+        if dw is not None and not dw.done():
+            dw.set_result(None)
+
+    async def _drained(self):
+        fut = self.loop.create_future()
+        self.drain_waiter = fut
+        try:
+            await fut
+        finally:
+            self.drain_waiter = None
+
+    # ASGI WebSocket, "Accept", "Send" and "Close" send events, and the
+    # "WebSocket Denial Response" extension
+    async def send(self, message):
+        kind = message["type"]
+        state = self.state
+        if kind == "websocket.send":
+            if self.closed is not None:
+                raise ClientDisconnected("the client disconnected")
+            if state != WS_ACCEPTED:
+                raise RuntimeError("ASGI: 'websocket.send' %s" % _ws_state_text(state))
+            text = message.get("text")
+            if text is not None:
+                wait = self.chan.ws_send(WS_TEXT, text)
+            else:
+                data = message.get("bytes")
+                if data is None:
+                    raise ValueError("ASGI: 'websocket.send' needs 'bytes' or 'text'")
+                wait = self.chan.ws_send(WS_BINARY, data)
+            if wait:
+                await self._drained()
+        elif kind == "websocket.accept":
+            if self.closed is not None:
+                raise ClientDisconnected("the client disconnected")
+            if state != WS_CONNECTING:
+                raise RuntimeError("ASGI: 'websocket.accept' %s" % _ws_state_text(state))
+            headers = message.get("headers") or ()
+            subprotocol = message.get("subprotocol")
+            if subprotocol is not None:
+                if not isinstance(subprotocol, str):
+                    raise TypeError("ASGI: 'websocket.accept' 'subprotocol' must be str or None")
+                headers = [*headers, (b"sec-websocket-protocol", subprotocol.encode("latin-1"))]
+            self.chan.start(101, headers, True)
+            self.state = WS_ACCEPTED
+        elif kind == "websocket.close":
+            if state == WS_CONNECTING:
+                # "sent before the socket is accepted, the server must close
+                # the connection with a HTTP 403 error code"
+                self.chan.start(403, ())
+                self.chan.body(b"", False)
+                self.state = WS_DENIED
+            elif state == WS_ACCEPTED:
+                if self.closed is not None:
+                    raise ClientDisconnected("the client disconnected")
+                code = message.get("code")
+                reason = message.get("reason")
+                self.chan.ws_close(1000 if code is None else code, reason or "")
+                self.state = WS_CLOSED
+            elif state != WS_CLOSED:  # a second close is harmless
+                raise RuntimeError("ASGI: 'websocket.close' %s" % _ws_state_text(state))
+        elif kind == "websocket.http.response.start":
+            if state != WS_CONNECTING:
+                raise RuntimeError("ASGI: 'websocket.http.response.start' %s" % _ws_state_text(state))
+            self.chan.start(message["status"], message.get("headers", ()))
+            self.state = WS_RESPONSE
+        elif kind == "websocket.http.response.body":
+            if state != WS_RESPONSE:
+                raise RuntimeError("ASGI: 'websocket.http.response.body' %s" % _ws_state_text(state))
+            more = message.get("more_body", False)
+            if not more:
+                self.state = WS_DENIED
+            if self.chan.body(message.get("body", b""), more):
+                await self._drained()
+        else:
+            raise ValueError(f"ASGI: unexpected message type {kind!r} on a WebSocket connection")
+
+
+def _ws_state_text(state):
+    return (
+        "before 'websocket.accept'",
+        "after 'websocket.accept'",
+        "after 'websocket.close'",
+        "after 'websocket.http.response.start'",
+        "after the handshake was refused",
+    )[state]
+
+
+async def _run_ws(app, cycle):
+    try:
+        await app(cycle.scope, cycle.receive, cycle.send)
+    except BaseException as exc:  # noqa: B902 - reported, never raised into the loop
+        if cycle.closed is not None and (
+            isinstance(exc, (OSError, asyncio.CancelledError))
+            # frameworks turn ClientDisconnected into their own exception
+            or type(exc).__name__ == "WebSocketDisconnect"
+        ):
+            cycle.chan.done(None)  # the client left: not an app error
+        else:
+            _log(ERROR, "ASGI app raised on WebSocket %s\n%s" % (cycle.scope.get("path"), format_exception(exc)))
             cycle.chan.done("error")
     else:
         cycle.chan.done(None)
@@ -326,9 +513,22 @@ def run(app, lifespan_mode, loop_kind, executor_threads, write_buffer):
                 ev[1]._on_disconnect()
             elif kind == DRAINED:
                 ev[1]._on_drained()
+            elif kind == WS_MSG or kind == WS_CLOSE:
+                cycle = ev[1]
+                if kind == WS_MSG:
+                    cycle._deliver(ev[2])
+                else:
+                    cycle._on_close(ev[2])
+            elif kind == WS_NEW:
+                chan = ev[1]
+                cycle = WSCycle(chan, ev[2], loop)
+                chan.bind(cycle)
+                task = start_task(_run_ws(app, cycle))
+                ws_tasks.add(task)
+                task.add_done_callback(ws_tasks.discard)
             elif kind == STOP and not stopping:
                 stopping.append(True)
-                loop.create_task(stop())
+                loop.create_task(stop(ev[1]))
 
     # Python 3.12+: start each request's task eagerly, so an app that
     # answers without awaiting anything runs to the end inside the drain
@@ -338,13 +538,25 @@ def run(app, lifespan_mode, loop_kind, executor_threads, write_buffer):
         Task = asyncio.Task
 
         def start_task(coro):
-            Task(coro, loop=loop, eager_start=True)
+            return Task(coro, loop=loop, eager_start=True)
     else:
         start_task = loop.create_task
 
     lifespan = Lifespan(app, lifespan_mode, loop)
+    ws_tasks = set()  # the WebSocket apps running
 
-    async def stop():
+    async def stop(ws_wait):
+        # Go has closed every WebSocket (1012) and delivered
+        # websocket.disconnect: their apps get ws_wait seconds to return
+        # (their finally blocks run), then they are cancelled (case B29).
+        live = [t for t in ws_tasks if not t.done()]
+        if live:
+            _, pending = await asyncio.wait(live, timeout=ws_wait)
+            if pending:
+                _log(WARNING, "%d WebSocket app(s) still running at the graceful timeout: cancelled" % len(pending))
+                for t in pending:
+                    t.cancel()
+                await asyncio.wait(pending, timeout=0.25)
         if lifespan_mode != "off":
             await lifespan.shutdown(30.0)
         loop.stop()
