@@ -589,6 +589,7 @@ class Runner:
             return
         r = parse_vegeta(self.args, binfile)
         os.unlink(binfile)
+        os.unlink(targets)
         cpu = (m1.server - m0.server) / CLK_TCK if None not in (m0.server, m1.server) else float("nan")
         detail = r["errors_detail"] + ("" if alive else "; server died during the run")
         row.update(requests=r["requests"], rps=r["achieved_rate"], errors=r["errors"],
@@ -682,62 +683,96 @@ def ratio(v, base):
     return "–" if v != v or base != base or base == 0 else "%.2f×" % (v / base)
 
 
+def pick(rows, **match):
+    """Rows of one table cell: the valid ones, or, when every run of the cell
+    was noisy, the noisy ones (then flagged †). Returns (rows, label)."""
+    cell = [r for r in rows if all(r.get(k) == v for k, v in match.items())
+            and r.get("requests") not in (None, "")]
+    valid = [r for r in cell if int(r.get("valid", 1))]
+    if valid or not cell:
+        return valid, "%d/%d" % (len(valid), len(cell))
+    return cell, "0/%d †" % len(cell)
+
+
 def summary(runner, servers, baseline):
     a = runner.args
-    rows = [r for r in runner.rows if r.get("valid", 1)]
-    noisy = len(runner.rows) - len(rows)
+    rows = runner.rows
+    noisy = sum(1 for r in rows if not int(r.get("valid", 1)))
+    failed = sum(1 for r in rows if str(r.get("errors")) == "-1")
     lines = ["### %s — %s" % (a.scenario, runner.scen["what"]), "",
              "Medians of %d interleaved repetitions, %ds each; server on core %d, client on core %d. "
-             "Ratios are against **%s** in this same run.%s" % (
-                 a.reps, a.duration, a.server_core, a.client_core, baseline,
-                 " %d noisy run(s) (other processes over %.2f cores) were repeated and left out." % (
-                     noisy, a.noise_max) if noisy else ""), ""]
-    if any(r["phase"] == "saturation" for r in rows):
+             "Ratios are against **%s** in this same run. runs = valid/measured: %d run(s) during which "
+             "other processes used over %.2f cores were left out of the medians%s.%s" % (
+                 a.reps, a.duration, a.server_core, a.client_core, baseline, noisy, a.noise_max,
+                 " (and repeated up to %d times)" % a.noise_retries if a.noise_retries else "",
+                 " %d run(s) failed to start." % failed if failed else ""), ""]
+    sat = [r for r in rows if r["phase"] == "saturation"]
+    if sat:
         lines += ["Saturation (wrk, closed loop):", "",
                   "| server | conns | req/s | vs %s | server CPU µs/req | vs %s | p99 ms (closed loop) | conns served | errors | runs | others (cores) |" % (baseline, baseline),
                   "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
         for conns in a.conns:
-            base = [r for r in rows if r["phase"] == "saturation" and r["server"] == baseline and r["conns"] == conns]
+            base, _ = pick(sat, server=baseline, conns=conns)
             b_rps, b_cpu = med(base, "rps"), med(base, "cpu_us_per_req")
             for s in servers:
-                rs = [r for r in rows if r["phase"] == "saturation" and r["server"] == s and r["conns"] == conns]
-                if not rs:
+                good, label = pick(sat, server=s, conns=conns)
+                if not good:
                     continue
-                good = [r for r in rs if r.get("requests") not in (None, "")]
-                errs = sum(int(r["errors"]) for r in good if r.get("errors") not in (None, ""))
-                failed = len(rs) - len(good)
+                errs = sum(int(r["errors"]) for r in good)
                 rps, cpu = med(good, "rps"), med(good, "cpu_us_per_req")
                 served = med(good, "conns_served")
-                lines.append("| %s | %d | %s | %s | %s | %s | %s | %s%s | %d%s | %d | %s |" % (
+                lines.append("| %s | %d | %s | %s | %s | %s | %s | %s%s | %d | %s | %s |" % (
                     s, conns, fmt(rps, "%.0f"), ratio(rps, b_rps), fmt(cpu, "%.1f"), ratio(cpu, b_cpu),
                     fmt(med(good, "p99_ms"), "%.2f"), fmt(served, "%.0f"),
-                    " ⚠" if served == served and served < conns / 2 else "", errs, " (%d failed)" % failed if failed else "", len(good),
+                    " ⚠" if served == served and served < conns / 2 else "", errs, label,
                     fmt(med(good, "others_cores"), "%.2f")))
         lines += ["", "conns served = req/s × wrk's mean latency (Little's law): how many connections "
                   "were really in service. ⚠ = under half of conns: the rest waited unserved, which a "
                   "closed-loop req/s hides. wrk's latency excludes connect time, so for a server that "
-                  "closes every connection (uwsgi here) the shortfall is time spent in the accept queue. Others = median CPU "
-                  "of processes that are neither the server nor the load generator during the run, in "
-                  "cores (noise; runs over %.2f were repeated and left out)." % a.noise_max, ""]
+                  "closes every connection (uwsgi here) the shortfall is time spent in the accept queue. "
+                  "Others = median CPU of processes that are neither the server nor the load generator "
+                  "during the run, in cores. † = every run of that cell was noisy: medians of the noisy "
+                  "runs, not to be quoted.", ""]
     lat = [r for r in rows if r["phase"] == "latency"]
     if lat:
         rate = lat[0]["rate"]
-        base = [r for r in lat if r["server"] == baseline]
+        base, _ = pick(lat, server=baseline)
         lines += ["Latency (vegeta, open loop at %s req/s):" % rate, "",
                   "| server | p50 ms | p99 ms | p99.9 ms | max ms | p99 vs %s | server CPU µs/req | errors | runs | others (cores) |" % baseline,
                   "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
         for s in servers:
-            rs = [r for r in lat if r["server"] == s and r.get("requests") not in (None, "")]
+            rs, label = pick(lat, server=s)
             if not rs:
                 continue
             errs = sum(int(r["errors"]) for r in rs)
-            lines.append("| %s | %s | %s | %s | %s | %s | %s | %d | %d | %s |" % (
+            lines.append("| %s | %s | %s | %s | %s | %s | %s | %d | %s | %s |" % (
                 s, fmt(med(rs, "p50_ms"), "%.2f"), fmt(med(rs, "p99_ms"), "%.2f"),
                 fmt(med(rs, "p999_ms"), "%.2f"), fmt(med(rs, "max_ms"), "%.1f"),
                 ratio(med(rs, "p99_ms"), med(base, "p99_ms")), fmt(med(rs, "cpu_us_per_req"), "%.1f"),
-                errs, len(rs), fmt(med(rs, "others_cores"), "%.2f")))
+                errs, label, fmt(med(rs, "others_cores"), "%.2f")))
         lines.append("")
     return "\n".join(lines)
+
+
+def summarize_file(path, baseline="turnstile"):
+    """Rebuild the markdown summary of a recorded run from its CSV (and meta)."""
+    rows = list(csv.DictReader(open(path)))
+    for r in rows:
+        for k in ("conns", "rep", "valid"):
+            if r.get(k) not in (None, ""):
+                r[k] = int(r[k])
+    meta = open(path[:-4] + ".meta.txt").read() if os.path.exists(path[:-4] + ".meta.txt") else ""
+    m = re.search(r"server taskset -c (\d+), load generator taskset -c (\d+)", meta)
+    nm = re.search(r"others_cores > ([\d.]+) \(repeated up to (\d+)", meta)
+    servers = list(dict.fromkeys(r["server"] for r in rows))
+    args = argparse.Namespace(
+        scenario=rows[0]["scenario"], reps=max(r["rep"] for r in rows),
+        duration=int(rows[0]["duration_s"]),
+        server_core=int(m.group(1)) if m else 1, client_core=int(m.group(2)) if m else 0,
+        conns=sorted({r["conns"] for r in rows if r["phase"] == "saturation"}),
+        noise_max=float(nm.group(1)) if nm else 0.10, noise_retries=int(nm.group(2)) if nm else 0)
+    runner = argparse.Namespace(args=args, rows=rows, scen=SCENARIOS[args.scenario])
+    return summary(runner, servers, baseline if baseline in servers else servers[0])
 
 
 def bench_name(scenario):
@@ -748,9 +783,9 @@ def write_benchstat(runner, model):
     """One line per run in Go benchmark format, so `benchstat` can compare files."""
     name = bench_name(runner.args.scenario)
     with open(runner.base + ".bench.txt", "w") as f:
-        f.write("goos: linux\ngoarch: %s\ncpu: %s\n" % (os.uname().machine, model))
+        f.write("goos: linux\ngoarch: %s\ncpu: %s\n" % ({"x86_64": "amd64", "aarch64": "arm64"}.get(os.uname().machine, os.uname().machine), model))
         for r in runner.rows:
-            if r.get("requests") in (None, "") or r.get("errors") == -1 or not r.get("valid", 1):
+            if r.get("requests") in (None, "") or r.get("errors") == -1 or not int(r.get("valid", 1)):
                 continue
             if r["phase"] == "saturation":
                 f.write("%s/phase=saturation/server=%s/conns=%s 1 %s req/s %s cpu-µs/req %s errors\n" % (
@@ -853,6 +888,11 @@ def default_venv():
 
 
 def main():
+    if sys.argv[1:2] == ["summarize"]:
+        if len(sys.argv) < 3:
+            sys.exit("usage: run.py summarize RESULT.csv [BASELINE]")
+        print(summarize_file(sys.argv[2], *sys.argv[3:4]))
+        return
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("scenario", choices=sorted(SCENARIOS))
