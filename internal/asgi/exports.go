@@ -26,7 +26,7 @@ func go_ts_asgi_stopped(msg *C.char, n C.int) {
 		text = C.GoStringN(msg, n)
 	}
 	select {
-	case loop.started <- startResult{ok: false, msg: text}:
+	case loop.started <- startResult{ok: false, crashed: true, msg: text}:
 	default:
 	}
 	loop.stopped <- text

@@ -10,6 +10,7 @@ import "C"
 
 import (
 	"errors"
+	"strings"
 	"time"
 	"unsafe"
 
@@ -35,14 +36,19 @@ type LoopConfig struct {
 }
 
 type startResult struct {
-	ok  bool
-	msg string
+	ok      bool
+	crashed bool // the loop itself failed before lifespan startup ended
+	msg     string
 }
 
 var loop = struct {
 	started chan startResult
 	stopped chan string
 }{make(chan startResult, 1), make(chan string, 1)}
+
+// StopMargin is the part of StopLoop's timeout kept for cancelling the
+// WebSocket apps that outlive the rest and for lifespan shutdown.
+const StopMargin = time.Second
 
 // ErrStartupFailed is returned by StartLoop when lifespan startup failed
 // (lifespan.startup.failed, or an exception with --lifespan on).
@@ -63,11 +69,23 @@ func StartLoop(cfg LoopConfig) (string, error) {
 		return "", err
 	}
 	r := <-loop.started
+	if r.crashed {
+		// One clear line (the exception's last line, e.g. "--loop uvloop:
+		// uvloop is not installed"); the traceback is in the error too.
+		lines := strings.Split(strings.TrimSpace(r.msg), "\n")
+		return "", &LoopError{Line: lines[len(lines)-1], Traceback: r.msg}
+	}
 	if !r.ok {
 		return "", &StartupError{Message: r.msg}
 	}
 	return r.msg, nil
 }
+
+// LoopError is returned by StartLoop when the event loop could not start
+// (bad --loop, an import error in the loop's setup).
+type LoopError struct{ Line, Traceback string }
+
+func (e *LoopError) Error() string { return "asgi: the event loop did not start: " + e.Line }
 
 // StartupError carries the app's lifespan startup failure message.
 type StartupError struct{ Message string }
@@ -77,8 +95,18 @@ func (e *StartupError) Unwrap() error { return ErrStartupFailed }
 
 // StopLoop runs lifespan shutdown and stops the loop, waiting at most
 // timeout. It reports whether the loop stopped.
+//
+// WebSockets go first (ASGI: websocket.disconnect is always delivered;
+// case B29): each gets a close frame with 1012 and its app a
+// websocket.disconnect, the connections get until timeout - StopMargin to
+// finish their closing handshake, and the apps still running then get the
+// rest of that time to return before they are cancelled.
 func StopLoop(timeout time.Duration) bool {
-	C.ts_asgi_push(C.TS_EV_STOP, nil, 0, nil, 0, 0)
+	start := time.Now()
+	CloseWebSockets()
+	waitWebSockets(start.Add(timeout - StopMargin))
+	appWait := max(timeout-StopMargin-time.Since(start), 0)
+	C.ts_asgi_push(C.TS_EV_STOP, nil, 0, nil, 0, C.int(appWait.Milliseconds()))
 	select {
 	case <-loop.stopped:
 		return true
