@@ -13,14 +13,30 @@ enum {
     TS_EV_BODY = 2,       /* request body bytes (data, more) */
     TS_EV_DISCONNECT = 3, /* the client went away */
     TS_EV_DRAINED = 4,    /* Go wrote the pending output: a waiting send() may go on */
-    TS_EV_STOP = 5        /* shut the loop down (lifespan shutdown first) */
+    TS_EV_STOP = 5,       /* shut the loop down (more: ms WebSocket apps get to
+                             return; then lifespan shutdown) */
+    TS_EV_WS_NEW = 6,     /* a WebSocket handshake: scope from the slot's block */
+    TS_EV_WS_MSG = 7,     /* a WebSocket message (data; more: 1 text, 2 binary) */
+    TS_EV_WS_CLOSE = 8    /* the WebSocket ended (data: reason; more: code) */
 };
+
+/* Records in a WebSocket slot's output buffer once the handshake is
+ * accepted (websocket.c): kind (1 byte), length (4 bytes, native order),
+ * then length bytes. A close record holds the code (2 bytes, network
+ * order) and the UTF-8 reason, or nothing for a close without a code. */
+enum {
+    TS_WS_TEXT = 1,
+    TS_WS_BINARY = 2,
+    TS_WS_CLOSE = 8
+};
+#define TS_WS_RECORD_HDR 5
 
 /* Scope entry ids in the request block (reqblock layout, TS_ENTRY_HDR). */
 enum {
     TS_SC_METHOD = 1, TS_SC_PATH, TS_SC_RAW_PATH, TS_SC_QUERY, TS_SC_ROOT_PATH,
     TS_SC_HTTP_VERSION, TS_SC_CLIENT_HOST, TS_SC_CLIENT_PORT, TS_SC_SERVER_HOST,
-    TS_SC_SERVER_PORT, TS_SC_SCHEME
+    TS_SC_SERVER_PORT, TS_SC_SCHEME,
+    TS_SC_SUBPROTOCOL     /* one per Sec-WebSocket-Protocol token (websocket scope) */
 };
 #define TS_ENTRY_HDR 8
 
@@ -38,6 +54,7 @@ typedef struct ts_asgi_take_result {
     int want_body;        /* the loop asks for the next body chunk */
     char *error;          /* app failure text (malloc'd; Go frees) */
     char *pathsend;       /* http.response.pathsend path (malloc'd; Go frees) */
+    int ws_resume;        /* WebSocket: the app consumed enough, read on */
 } ts_asgi_take_result;
 
 typedef struct ts_asgi_slot {
@@ -69,6 +86,14 @@ typedef struct ts_asgi_slot {
     char *error;
     char *pathsend;
 
+    /* WebSocket inbound flow control (websocket.c): Go stops reading the
+     * socket while ws_max_queue messages wait for the app's receive(). */
+    uint64_t ws_pushed;       /* messages Go pushed */
+    uint64_t ws_consumed;     /* messages receive() returned */
+    int ws_max_queue;         /* set by Go before TS_EV_WS_NEW */
+    int ws_read_wait;         /* Go's reader waits for the app */
+    int ws_resume;            /* the loop tells Go's reader to go on */
+
     PyObject *cycle;          /* the loop's per-request object (loop thread only) */
 } ts_asgi_slot;
 
@@ -84,6 +109,32 @@ void ts_asgi_take(ts_asgi_slot *s, ts_asgi_take_result *r);
 void ts_asgi_written(ts_asgi_slot *s, uint32_t gen);
 /* Go or loop: drop a holder. Returns the remaining count. */
 int ts_asgi_release(ts_asgi_slot *s);
+/* Go: push a WebSocket message (opcode 1 text, 2 binary). Returns 0, 1
+ * when ws_max_queue messages are now unconsumed (Go stops reading until
+ * a take reports ws_resume), or -1 when the loop is stopping. */
+int ts_asgi_ws_push(ts_asgi_slot *s, uint32_t gen, const char *data, size_t len, int opcode);
+/* Go: after the accept, swap the slot's request-sized buffers (scope block,
+ * head, output) for small ones: an idle WebSocket holds its slot for its
+ * whole life. They grow again on demand. */
+void ts_asgi_ws_trim(ts_asgi_slot *s);
+
+/* Shared by bridge.c and websocket.c (loop thread unless noted). */
+typedef struct ts_channel {
+    PyObject_HEAD
+    ts_asgi_slot *slot;
+    uint32_t gen;
+    int released;
+} ts_channel;
+int ts_channel_live(ts_channel *ch);
+void ts_asgi_signal(ts_asgi_slot *s);          /* wake the slot's Go side; any thread */
+int ts_asgi_grow(char **buf, size_t *cap, size_t len, size_t n, size_t bound);
+size_t ts_asgi_write_buffer(void);
+int ts_ws_setup(void);
+PyObject *ts_ws_message(const char *data, size_t len, int opcode);
+PyObject *ts_ws_disconnect(int code, const char *reason, size_t len);
+PyObject *ts_ws_send(ts_channel *ch, PyObject *args);
+PyObject *ts_ws_close(ts_channel *ch, PyObject *args);
+PyObject *ts_ws_consumed(ts_channel *ch, PyObject *unused);
 
 /* The loop thread. */
 typedef struct ts_loop_config {

@@ -44,8 +44,15 @@ type Handler struct {
 	RootPath string
 	// Scheme is "http" or "https". Default "http".
 	Logger *slog.Logger
-	// Done, when set, is called after each request.
+	// Done, when set, is called after each request. For a WebSocket it is
+	// called when the handshake has been answered (Status 101 once
+	// accepted).
 	Done func(r *http1.Request, res Result)
+	// WebSocket configures WebSocket connections (websocket.go).
+	WebSocket WebSocketConfig
+
+	wsOnce  sync.Once
+	wsState *wsShared // settings and Upgrader shared by the WebSockets
 }
 
 // slot is the Go half of a C ts_asgi_slot: its eventfd and scratch space.
@@ -99,6 +106,10 @@ var unavailable = []byte("Service Unavailable\n")
 
 // ServeHTTP1 runs one HTTP request through the loop. See doc.go.
 func (h *Handler) ServeHTTP1(w *http1.ResponseWriter, r *http1.Request) {
+	if isWebSocket(r) {
+		h.serveWebSocket(w, r) // websocket.go
+		return
+	}
 	start := time.Now()
 	status := 0
 	defer func() {

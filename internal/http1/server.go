@@ -118,6 +118,8 @@ type Server struct {
 	closing   atomic.Bool               // set by Shutdown and Close
 	nconns    atomic.Int64
 	inflight  atomic.Int64
+
+	onShutdown []func() // guarded by mu; RegisterOnShutdown (hijack.go)
 }
 
 func (s *Server) shuttingDown() bool { return s.closing.Load() }
@@ -228,6 +230,7 @@ func (s *Server) Serve(ln net.Listener) error {
 func (s *Server) Shutdown(ctx context.Context) error {
 	s.closing.Store(true)
 	s.closeListeners()
+	s.runOnShutdown()
 	t := time.NewTicker(10 * time.Millisecond)
 	defer t.Stop()
 	for {
@@ -249,6 +252,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 func (s *Server) Close() error {
 	s.closing.Store(true)
 	s.closeListeners()
+	s.runOnShutdown()
 	s.mu.Lock()
 	for c := range s.conns {
 		c.rwc.Close()
@@ -300,6 +304,8 @@ type conn struct {
 	w       ResponseWriter
 	scratch []byte // for draining chunked bodies; allocated on first use
 	bg      bgRead // NotifyClose's background read (watch.go)
+
+	hijacked bool // the handler took the connection over (hijack.go)
 }
 
 var (
@@ -330,6 +336,9 @@ func (s *Server) newConn(rwc net.Conn, lim limits) *conn {
 }
 
 func (c *conn) release() {
+	if c.hijacked {
+		return // Hijack already untracked it; the connection is not ours
+	}
 	c.rwc.Close()
 	s := c.srv
 	s.mu.Lock()
@@ -439,7 +448,9 @@ func (c *conn) serve() {
 			return
 		}
 		if !c.serveRequest() {
-			c.lingerClose()
+			if !c.hijacked {
+				c.lingerClose()
+			}
 			return
 		}
 		if cap(c.head) > 16<<10 {
@@ -462,7 +473,11 @@ func (c *conn) serveRequest() bool {
 	c.w.reset(c, req)
 
 	n := s.inflight.Add(1)
-	defer s.inflight.Add(-1)
+	defer func() {
+		if !c.hijacked { // Hijack took it off the count
+			s.inflight.Add(-1)
+		}
+	}()
 	c.cr.bodyMode = true
 
 	// (4) The handler.
@@ -471,6 +486,9 @@ func (c *conn) serveRequest() bool {
 		c.w.WriteSimple(503, "text/plain; charset=utf-8", []byte("503 Service Unavailable\n"), retryAfter)
 	} else {
 		panicked = c.callHandler()
+	}
+	if c.hijacked {
+		return false // the connection is the handler's now
 	}
 	c.stopBackgroundRead()
 
