@@ -7,12 +7,15 @@ package main
 import (
 	"fmt"
 	"os"
+	"strconv"
+	"time"
 
 	"github.com/spf13/cobra"
 
 	"turnstile/internal/config"
 	"turnstile/internal/python"
 	"turnstile/internal/server"
+	"turnstile/internal/supervise"
 )
 
 func main() {
@@ -21,6 +24,7 @@ func main() {
 
 func run() int {
 	var cfg config.Config
+	var maxRSSMiB int64
 	code := 0
 	cmd := &cobra.Command{
 		Use:   "turnstile [flags] MODULE:ATTR",
@@ -37,8 +41,14 @@ func run() int {
 			if err := cfg.Validate(); err != nil {
 				return err
 			}
-			log := server.NewLogger(os.Stderr, cfg.LogLevel, cfg.LogFormat)
-			code = server.Run(&cfg, log)
+			cfg.WorkersMaxRSSBytes = maxRSSMiB << 20
+			// The master never initialises Python: it re-executes this
+			// binary for each worker, with TURNSTILE_WORKER set.
+			if server.IsWorker() {
+				code = server.RunWorker(&cfg, server.NewLogger(os.Stderr, cfg.LogLevel, cfg.LogFormat))
+			} else {
+				code = supervise.Run(&cfg, os.Stderr)
+			}
 			return nil
 		},
 	}
@@ -58,7 +68,16 @@ func run() int {
 	f.IntVar(&cfg.QueueSize, "queue-size", config.DefaultQueueSize, "requests that may wait for a Python thread; more get 503")
 	f.DurationVar(&cfg.QueueTimeout, "queue-timeout", config.DefaultQueueTimeout, "longest wait for a Python thread before 503 (negative: no limit)")
 	f.Float64Var(&cfg.SwitchInterval, "switch-interval", 0, "sys.setswitchinterval in seconds (0: CPython's 0.005)")
-	f.IntVar(&cfg.Workers, "workers", 1, "worker processes (only 1 is supported so far)")
+	f.IntVar(&cfg.Workers, "workers", 1, "worker processes, each with its own CPython, under a master")
+	f.Var(seconds(&cfg.StartupTimeout, config.DefaultStartupTimeout), "startup-timeout", "longest a worker may take to import the app and serve (seconds or a duration)")
+	f.Var(seconds(&cfg.Timeout, 0), "timeout", "a request running longer is logged and its worker replaced gracefully (seconds or a duration; 0 = off)")
+	f.IntVar(&cfg.MaxRequests, "max-requests", 0, "replace a worker after this many requests (0 = never)")
+	f.IntVar(&cfg.MaxRequestsJitter, "max-requests-jitter", 0, "add a random 0..N to --max-requests per worker")
+	f.Var(seconds(&cfg.WorkersLifetime, 0), "workers-lifetime", "replace a worker this long after it started serving (seconds or a duration; 0 = never)")
+	f.Int64Var(&maxRSSMiB, "workers-max-rss", 0, "replace a worker whose resident memory exceeds this many MiB (0 = no limit)")
+	f.BoolVar(&cfg.Reload, "reload", false, "restart the workers when a .py file under --app-dir changes (development)")
+	f.StringArrayVar(&cfg.ReloadInclude, "reload-include", nil, "also reload on files matching this glob (repeatable)")
+	f.StringVar(&cfg.PidFile, "pid-file", "", "write the master's pid to this file")
 	f.StringVar(&cfg.AdminBind, "admin-bind", config.DefaultAdminBind, "admin listener host:port for /livez /readyz /metrics, or off")
 	f.DurationVar(&cfg.GracefulTimeout, "graceful-timeout", config.DefaultGracefulTimeout, "time in-flight requests get after SIGTERM/SIGINT")
 	f.StringVar(&cfg.LogLevel, "log-level", "info", "debug, info, warning or error")
@@ -80,3 +99,34 @@ func run() int {
 	}
 	return code
 }
+
+// secondsValue is a duration flag that also takes a bare number of
+// seconds, as gunicorn's --timeout does: "30", "2.5", "30s", "1m".
+type secondsValue struct{ d *time.Duration }
+
+func seconds(d *time.Duration, def time.Duration) secondsValue {
+	*d = def
+	return secondsValue{d}
+}
+
+func (s secondsValue) String() string {
+	if s.d == nil {
+		return "0s"
+	}
+	return s.d.String()
+}
+
+func (s secondsValue) Set(v string) error {
+	if f, err := strconv.ParseFloat(v, 64); err == nil {
+		*s.d = time.Duration(f * float64(time.Second))
+		return nil
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil {
+		return fmt.Errorf("want seconds or a duration like 30s")
+	}
+	*s.d = d
+	return nil
+}
+
+func (s secondsValue) Type() string { return "seconds" }

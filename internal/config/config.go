@@ -27,6 +27,7 @@ const (
 	DefaultTimeoutKeepAlive      = 5 * time.Second
 	DefaultTimeoutBody           = 30 * time.Second
 	DefaultTimeoutWrite          = 30 * time.Second
+	DefaultStartupTimeout        = 120 * time.Second
 )
 
 // Config is the whole configuration of a turnstile worker.
@@ -70,8 +71,44 @@ type Config struct {
 	// thread running Python bytecode keeps the GIL while another waits.
 	// Default 0: CPython's own (0.005).
 	SwitchInterval float64 `json:"switch_interval,omitempty"`
-	// Workers is the number of worker processes. Default 1.
+	// Workers is the number of worker processes the master runs, each
+	// with its own CPython (gunicorn's --workers). Default 1: a master and
+	// one worker.
 	Workers int `json:"workers,omitempty"`
+	// StartupTimeout bounds the time from starting a worker to its
+	// "ready" (app imported, serving). A worker past it at first start
+	// stops the server; a replacement past it is killed and the running
+	// worker kept. A slow import is not a stall: keep it generous.
+	// Default 120s.
+	StartupTimeout time.Duration `json:"startup_timeout,omitempty"`
+	// Timeout bounds one request: a request still running past it is
+	// logged and its worker replaced gracefully (the replacement starts,
+	// then the old worker stops accepting and gets GracefulTimeout to
+	// finish). Default 0: off.
+	Timeout time.Duration `json:"timeout,omitempty"`
+	// MaxRequests recycles a worker after it has served this many
+	// requests, plus a random 0..MaxRequestsJitter per worker so that
+	// workers do not recycle together. Default 0: never.
+	MaxRequests       int `json:"max_requests,omitempty"`
+	MaxRequestsJitter int `json:"max_requests_jitter,omitempty"`
+	// WorkersLifetime recycles a worker this long after it became ready.
+	// Default 0: never.
+	WorkersLifetime time.Duration `json:"workers_lifetime,omitempty"`
+	// WorkersMaxRSSBytes recycles a worker whose resident set size
+	// exceeds it, in bytes (the flag --workers-max-rss is in MiB),
+	// checked every few seconds. Default 0: no limit.
+	WorkersMaxRSSBytes int64 `json:"workers_max_rss_bytes,omitempty"`
+	// Reload restarts the workers (one by one, like SIGHUP) when a .py
+	// file under AppDir, or a file matching ReloadInclude, changes. For
+	// development. Default off.
+	Reload bool `json:"reload,omitempty"`
+	// ReloadInclude are extra glob patterns (path.Match on the file name,
+	// or on the path relative to AppDir when the pattern has a /) that
+	// trigger a reload. Default none.
+	ReloadInclude []string `json:"reload_include,omitempty"`
+	// PidFile is where the master writes its pid, removed at exit.
+	// Default "": none.
+	PidFile string `json:"pid_file,omitempty"`
 
 	// AdminBind is host:port of the admin listener (/livez, /readyz,
 	// /metrics), or "off". Default 127.0.0.1:9191.
@@ -147,6 +184,7 @@ func (c *Config) ApplyDefaults() {
 	setD(&c.TimeoutKeepAlive, DefaultTimeoutKeepAlive)
 	setD(&c.TimeoutBody, DefaultTimeoutBody)
 	setD(&c.TimeoutWrite, DefaultTimeoutWrite)
+	setD(&c.StartupTimeout, DefaultStartupTimeout)
 	if c.AdminBind == "" {
 		c.AdminBind = DefaultAdminBind
 	}
@@ -183,6 +221,12 @@ func (c *Config) Validate() error {
 	}
 	if c.Workers < 1 {
 		bad("--workers %d: want at least 1", c.Workers)
+	}
+	if c.Timeout < 0 || c.StartupTimeout < 0 || c.WorkersLifetime < 0 {
+		bad("--timeout, --startup-timeout and --workers-lifetime must not be negative")
+	}
+	if c.MaxRequests < 0 || c.MaxRequestsJitter < 0 || c.WorkersMaxRSSBytes < 0 {
+		bad("--max-requests, --max-requests-jitter and --workers-max-rss must not be negative")
 	}
 	if c.SwitchInterval < 0 || c.SwitchInterval > 10 {
 		bad("--switch-interval %g: want seconds in (0, 10]", c.SwitchInterval)

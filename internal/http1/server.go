@@ -49,7 +49,12 @@ const (
 	// so that unread pipelined bytes do not turn our close into a RST that
 	// destroys the response in flight (cf. net/http closeWriteAndWait).
 	lingerTimeout = 500 * time.Millisecond
-	bufSize       = 4 << 10
+	// newConnGrace is how long Shutdown leaves a connection that has not
+	// begun its first request: one accepted just before the listener
+	// closed usually has its request on the wire already (a rolling
+	// restart of workers sharing one socket would otherwise reset it).
+	newConnGrace = 500 * time.Millisecond
+	bufSize      = 4 << 10
 )
 
 // Server serves HTTP/1.0 and HTTP/1.1 (RFC 9112) strictly: framing in
@@ -272,6 +277,9 @@ func (s *Server) closeListeners() {
 func (s *Server) closeIdle() {
 	s.mu.Lock()
 	for c := range s.conns {
+		if c.fresh.Load() && time.Since(c.since) < newConnGrace {
+			continue // its first request may be on the wire: newConnGrace
+		}
 		if c.state.CompareAndSwap(stateIdle, stateClosed) {
 			c.rwc.Close()
 		}
@@ -297,6 +305,8 @@ type conn struct {
 	br    *bufio.Reader
 	bw    *bufio.Writer
 	state atomic.Int32 // also written by Shutdown (CAS idle → closed)
+	fresh atomic.Bool  // no request begun yet (see newConnGrace)
+	since time.Time    // accept time; set before the conn is published
 
 	head    []byte // the current request head; Request slices point here
 	req     Request
@@ -314,7 +324,8 @@ var (
 )
 
 func (s *Server) newConn(rwc net.Conn, lim limits) *conn {
-	c := &conn{srv: s, lim: lim, rwc: rwc}
+	c := &conn{srv: s, lim: lim, rwc: rwc, since: time.Now()}
+	c.fresh.Store(true)
 	c.cr.c, c.cw.c = c, c
 	c.br = readerPool.Get().(*bufio.Reader)
 	c.br.Reset(&c.cr)
@@ -421,6 +432,7 @@ func (c *conn) serve() {
 			if !c.state.CompareAndSwap(stateIdle, stateActive) {
 				return // Shutdown closed us
 			}
+			c.fresh.Store(false)
 			if !first {
 				deadline = time.Now().Add(lim.header)
 				c.rwc.SetReadDeadline(deadline)

@@ -651,3 +651,34 @@ func TestServer_Shutdown(t *testing.T) {
 		t.Errorf("ActiveConns = %d after Shutdown", n)
 	}
 }
+
+// TestServer_ShutdownFreshConn: a connection accepted before Shutdown
+// whose request arrives just after it is served (with Connection: close),
+// not reset: workers that share one listening socket stop one by one in a
+// rolling restart, and such a request is already on the wire
+// (newConnGrace).
+func TestServer_ShutdownFreshConn(t *testing.T) {
+	ts := newTestServer(t, nil, func(w *ResponseWriter, r *Request) {
+		w.WriteSimple(200, "text/plain", []byte("ok"), nil)
+	})
+	c, err := net.Dial("tcp", ts.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	for ts.ActiveConns() == 0 { // accepted
+		time.Sleep(time.Millisecond)
+	}
+	done := make(chan error)
+	go func() { done <- ts.Shutdown(context.Background()) }()
+	time.Sleep(100 * time.Millisecond)
+	io.WriteString(c, "GET / HTTP/1.1\r\nHost: a\r\n\r\n")
+	c.SetReadDeadline(time.Now().Add(2 * time.Second))
+	out, _ := io.ReadAll(c)
+	if !strings.HasPrefix(string(out), "HTTP/1.1 200") || !strings.Contains(string(out), "Connection: close\r\n") {
+		t.Errorf("response = %q; want 200 with Connection: close", out)
+	}
+	if err := <-done; err != nil {
+		t.Errorf("Shutdown = %v", err)
+	}
+}

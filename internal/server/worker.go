@@ -69,11 +69,11 @@ func Run(cfg *config.Config, log *slog.Logger) int {
 			return ExitFailed
 		}
 		adminStop = stop
-		log.Info("admin listening", "addr", addr)
+		log.Info(workerMsg("admin listening"), "addr", addr)
 	}
 	defer adminStop()
 
-	ln, err := Listen(cfg.Host, cfg.Port, cfg.UDS, cfg.Backlog)
+	ln, err := listen(cfg) // inherited from the master in a worker (inherit.go)
 	if err != nil {
 		log.Error(err.Error())
 		return ExitFailed
@@ -126,7 +126,7 @@ func Run(cfg *config.Config, log *slog.Logger) int {
 		}
 	}
 	srv = http1.Server{
-		Handler:             h,
+		Handler:             track(h, cfg, log),
 		MaxRequestLineBytes: cfg.LimitRequestLine,
 		MaxHeaderFields:     cfg.LimitRequestFields,
 		MaxHeaderFieldBytes: cfg.LimitRequestFieldSize,
@@ -147,7 +147,8 @@ func Run(cfg *config.Config, log *slog.Logger) int {
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- srv.Serve(ln) }()
 	ready.Store(true)
-	log.Info("listening", "addr", ln.Addr().String(), "interface", kind, "blocking_threads", cfg.BlockingThreads,
+	workerReady()
+	log.Info(workerMsg("listening"), "addr", ln.Addr().String(), "interface", kind, "blocking_threads", cfg.BlockingThreads,
 		"turnstile_barrier", python.TurnEnabled())
 
 	select {
@@ -175,7 +176,7 @@ func Run(cfg *config.Config, log *slog.Logger) int {
 		return ExitOK
 	}
 	python.Shutdown()
-	if cfg.UDS != "" {
+	if ownsUDS(cfg) {
 		os.Remove(cfg.UDS)
 	}
 	log.Info("stopped")
@@ -248,9 +249,9 @@ func majorMinor(v string) string {
 }
 
 func startAdmin(cfg *config.Config, log *slog.Logger, ready *atomic.Bool, m *metrics) (stop func(), addr string, err error) {
-	ln, err := net.Listen("tcp", cfg.AdminBind)
+	ln, err := listenAdmin(cfg.AdminBind)
 	if err != nil {
-		return nil, "", fmt.Errorf("server: admin listener %s: %w", cfg.AdminBind, err)
+		return nil, "", err
 	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("/livez", func(w http.ResponseWriter, r *http.Request) {

@@ -1,0 +1,114 @@
+package server
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"strings"
+	"sync"
+	"sync/atomic"
+)
+
+// control is a worker's end of its control pipe to the master: the worker
+// writes one line per message, the master reads them (internal/supervise).
+//
+//	ready                  the app is loaded and the worker accepts
+//	failed <reason>        start-up failed; the worker is exiting
+//	recycle <cause> <why>  replace me gracefully (cause: max-requests, timeout)
+//
+// A message is one line: newlines in reasons become spaces. Writes never
+// block the caller for long: the master reads the pipe continuously.
+type control struct {
+	mu        sync.Mutex
+	f         *os.File
+	isReady   atomic.Bool
+	recycling atomic.Bool
+}
+
+func openControl(fd uintptr) (*control, error) {
+	f := os.NewFile(fd, "control")
+	if f == nil {
+		return nil, fmt.Errorf("server: no control pipe on fd %d", fd)
+	}
+	return &control{f: f}, nil
+}
+
+func (c *control) send(line string) {
+	line = strings.ReplaceAll(strings.TrimSpace(line), "\n", " ") + "\n"
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	_, _ = c.f.Write([]byte(line)) // the master is gone: nothing to tell
+}
+
+func (c *control) ready() {
+	if c.isReady.CompareAndSwap(false, true) {
+		c.send("ready")
+	}
+}
+
+func (c *control) wasReady() bool { return c.isReady.Load() }
+
+func (c *control) failed(reason string) {
+	if reason == "" {
+		reason = "exited before it was ready"
+	}
+	c.send("failed " + reason)
+}
+
+// recycle asks the master, once, for a graceful replacement.
+func (c *control) recycle(cause, why string) {
+	if c.recycling.CompareAndSwap(false, true) {
+		c.send("recycle " + cause + " " + why)
+	}
+}
+
+// lastError is a slog.Handler that remembers the last error record it
+// passes on: a worker that fails to start reports it to the master as the
+// reason, summarised to one line.
+type lastError struct {
+	slog.Handler
+	last *atomic.Pointer[string]
+}
+
+func (h *lastError) Handle(ctx context.Context, r slog.Record) error {
+	if r.Level >= slog.LevelError {
+		msg := r.Message
+		h.last.Store(&msg)
+	}
+	return h.Handler.Handle(ctx, r)
+}
+
+func (h *lastError) WithAttrs(as []slog.Attr) slog.Handler {
+	return &lastError{Handler: h.Handler.WithAttrs(as), last: h.last}
+}
+
+func (h *lastError) WithGroup(name string) slog.Handler {
+	return &lastError{Handler: h.Handler.WithGroup(name), last: h.last}
+}
+
+func newLastError(h slog.Handler) *lastError {
+	return &lastError{Handler: h, last: new(atomic.Pointer[string])}
+}
+
+// text returns the last error in one line: a multi-line message (an
+// import error and its traceback) becomes its first line and its last
+// non-empty line, the exception.
+func (h *lastError) text() string {
+	p := h.last.Load()
+	if p == nil {
+		return ""
+	}
+	lines := strings.Split(strings.TrimSpace(*p), "\n")
+	first, last := strings.TrimSpace(lines[0]), ""
+	for i := len(lines) - 1; i > 0; i-- {
+		if s := strings.TrimSpace(lines[i]); s != "" {
+			last = s
+			break
+		}
+	}
+	if last == "" {
+		return first
+	}
+	return strings.TrimSuffix(first, ":") + ": " + last
+}

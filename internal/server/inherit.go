@@ -1,0 +1,135 @@
+package server
+
+import (
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"strings"
+	"syscall"
+
+	"turnstile/internal/config"
+)
+
+// What a worker inherits from the master (internal/supervise), which
+// starts every worker as a re-exec of its own binary with the same
+// arguments.
+const (
+	// EnvWorker holds the worker's id, "1".."N". It is set only in
+	// workers: cmd/turnstile runs RunWorker when it is present and the
+	// master otherwise.
+	EnvWorker = "TURNSTILE_WORKER"
+	// EnvWorkerAdmin is the Unix socket path the worker serves its admin
+	// handler on (the master scrapes /metrics and /readyz there), or
+	// empty when the admin listener is off.
+	EnvWorkerAdmin = "TURNSTILE_WORKER_ADMIN"
+	// ListenerFD is the inherited listening socket every worker accepts
+	// on: one accept queue shared by all workers.
+	ListenerFD = 3
+	// ControlFD is the write end of the worker's control pipe to the
+	// master (see control.go for its lines).
+	ControlFD = 4
+)
+
+// workerMode is set by RunWorker before Run: how this worker differs from
+// a server that binds its own sockets.
+type workerMode struct {
+	id  string
+	ctl *control
+}
+
+// worker is nil unless RunWorker runs this process.
+var worker *workerMode
+
+// IsWorker reports whether the environment says this process is a worker
+// started by the master.
+func IsWorker() bool { return os.Getenv(EnvWorker) != "" }
+
+// RunWorker runs this process as worker EnvWorker of a master: it listens
+// on the inherited ListenerFD, serves its admin handler on the Unix socket
+// EnvWorkerAdmin, and reports on ControlFD: "ready" once it serves, or
+// "failed <reason>" (the last error it logged) when it exits before. It
+// returns the process exit status, like Run.
+func RunWorker(cfg *config.Config, log *slog.Logger) int {
+	id := os.Getenv(EnvWorker)
+	ctl, err := openControl(ControlFD)
+	if err != nil {
+		log.Error(err.Error())
+		return ExitFailed
+	}
+	if path := os.Getenv(EnvWorkerAdmin); path != "" {
+		cfg.AdminBind = "unix:" + path
+	} else {
+		cfg.AdminBind = "off"
+	}
+	last := newLastError(log.Handler())
+	log = slog.New(last).With("worker", id)
+	worker = &workerMode{id: id, ctl: ctl}
+	code := Run(cfg, log)
+	if code != ExitOK && !ctl.wasReady() {
+		ctl.failed(last.text())
+	}
+	return code
+}
+
+// workerMsg names a start-up record: a worker says "worker listening"
+// where a lone server says "listening", so that only the master's records
+// announce the server's addresses.
+func workerMsg(msg string) string {
+	if worker != nil {
+		return "worker " + msg
+	}
+	return msg
+}
+
+// workerReady tells the master this worker serves.
+func workerReady() {
+	if worker != nil {
+		worker.ctl.ready()
+	}
+}
+
+// listen returns the inherited listener in a worker, else binds cfg's.
+// In a worker the listener is wrapped in the accept gate (gate.go).
+func listen(cfg *config.Config) (net.Listener, error) {
+	if worker == nil {
+		return Listen(cfg.Host, cfg.Port, cfg.UDS, cfg.Backlog)
+	}
+	f := os.NewFile(ListenerFD, "listener")
+	ln, err := net.FileListener(f) // a dup with close-on-exec
+	f.Close()
+	if err != nil {
+		return nil, fmt.Errorf("server: inherited listener (fd %d): %w", ListenerFD, err)
+	}
+	return newGate(ln, gateModeFor(cfg.Workers)), nil
+}
+
+// listenAdmin binds the admin listener: host:port, or unix:/path.
+func listenAdmin(bind string) (net.Listener, error) {
+	if path, ok := strings.CutPrefix(bind, "unix:"); ok {
+		_ = os.Remove(path)
+		ln, err := net.Listen("unix", path)
+		if err != nil {
+			return nil, fmt.Errorf("server: admin listener %s: %w", bind, err)
+		}
+		return ln, nil
+	}
+	ln, err := net.Listen("tcp", bind)
+	if err != nil {
+		return nil, fmt.Errorf("server: admin listener %s: %w", bind, err)
+	}
+	return ln, nil
+}
+
+// ownsUDS reports whether this process removes cfg.UDS at exit: the
+// master owns the socket file when there are workers.
+func ownsUDS(cfg *config.Config) bool { return cfg.UDS != "" && worker == nil }
+
+func init() {
+	// Descriptors inherited from the master must not leak into processes
+	// the app starts (subprocess, multiprocessing).
+	if IsWorker() {
+		syscall.CloseOnExec(ListenerFD)
+		syscall.CloseOnExec(ControlFD)
+	}
+}

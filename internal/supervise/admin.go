@@ -1,0 +1,265 @@
+package supervise
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+	"google.golang.org/protobuf/proto"
+)
+
+// The admin listener belongs to the master: /livez answers from the
+// master itself; /readyz and /metrics ask every worker over its Unix
+// socket (the worker's own admin handler, internal/server) and merge the
+// answers, so one scrape sees the whole server and ports never collide.
+const (
+	// scrapeTimeout bounds one worker's answer to /metrics or /readyz.
+	// The worker answers from Go, without the GIL.
+	scrapeTimeout = 2 * time.Second
+)
+
+func (m *Master) startAdmin(bind string) (string, error) {
+	var ln net.Listener
+	var err error
+	if path, ok := strings.CutPrefix(bind, "unix:"); ok {
+		_ = os.Remove(path)
+		ln, err = net.Listen("unix", path)
+	} else {
+		ln, err = net.Listen("tcp", bind)
+	}
+	if err != nil {
+		return "", fmt.Errorf("supervise: admin listener %s: %w", bind, err)
+	}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(m.restarts,
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "turnstile_workers", Help: "Worker processes serving (ready)."},
+			func() float64 { return float64(m.snap.Load().readyCount()) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "turnstile_workers_desired", Help: "Worker processes the master keeps (--workers, SIGTTIN/SIGTTOU)."},
+			func() float64 { return float64(m.snap.Load().want) }),
+	)
+	mux := http.NewServeMux()
+	mux.HandleFunc("/livez", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		w.Write([]byte("ok\n"))
+	})
+	mux.HandleFunc("/readyz", m.readyz)
+	mux.HandleFunc("/metrics", func(w http.ResponseWriter, r *http.Request) { m.metrics(w, r, reg) })
+	mux.HandleFunc("/debug/stalls", m.stalls)
+	m.admin = &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second,
+		ErrorLog: slog.NewLogLogger(m.log.Handler(), slog.LevelDebug)}
+	go m.admin.Serve(ln)
+	return ln.Addr().String(), nil
+}
+
+func (s *snapshot) readyCount() int {
+	n := 0
+	for _, w := range s.workers {
+		if w.ready {
+			n++
+		}
+	}
+	return n
+}
+
+// workerClient talks HTTP to a worker's Unix socket.
+func workerClient(path string) *http.Client {
+	return &http.Client{
+		Timeout: scrapeTimeout,
+		Transport: &http.Transport{
+			DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+				var d net.Dialer
+				return d.DialContext(ctx, "unix", path)
+			},
+			DisableKeepAlives: true,
+		},
+	}
+}
+
+// ask GETs path from a worker: status, body.
+func ask(w workerInfo, path string) (int, []byte, error) {
+	resp, err := workerClient(w.admin).Get("http://worker" + path)
+	if err != nil {
+		return 0, nil, err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
+	return resp.StatusCode, b, err
+}
+
+// readyz is 200 only while the master runs and every worker is ready and
+// says so itself (a worker whose request queue is full is not).
+func (m *Master) readyz(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	s := m.snap.Load()
+	if s.phase != phaseRunning {
+		w.WriteHeader(http.StatusServiceUnavailable)
+		fmt.Fprintf(w, "not ready: %s\n", map[phase]string{phaseStarting: "starting", phaseStopping: "stopping"}[s.phase])
+		return
+	}
+	var problems []string
+	if s.readyCount() < s.want {
+		problems = append(problems, fmt.Sprintf("%d of %d workers ready", s.readyCount(), s.want))
+	}
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for _, wi := range s.workers {
+		if !wi.ready || wi.admin == "" {
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			code, body, err := ask(wi, "/readyz")
+			if err == nil && code == http.StatusOK {
+				return
+			}
+			why := strings.TrimSpace(string(body))
+			if err != nil {
+				why = err.Error()
+			}
+			mu.Lock()
+			problems = append(problems, fmt.Sprintf("worker %d (pid %d): %s", wi.id, wi.pid, why))
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	if len(problems) > 0 {
+		sort.Strings(problems)
+		w.WriteHeader(http.StatusServiceUnavailable)
+		fmt.Fprintf(w, "not ready: %s\n", strings.Join(problems, "; "))
+		return
+	}
+	w.Write([]byte("ok\n"))
+}
+
+// metrics merges every ready worker's series, each labelled
+// worker="<id>", with the master's own (turnstile_workers,
+// turnstile_worker_restarts_total, turnstile_worker_up).
+func (m *Master) metrics(w http.ResponseWriter, r *http.Request, reg *prometheus.Registry) {
+	s := m.snap.Load()
+	type result struct {
+		id  int
+		fam map[string]*dto.MetricFamily
+	}
+	results := make([]result, len(s.workers))
+	var wg sync.WaitGroup
+	for i, wi := range s.workers {
+		results[i].id = wi.id
+		if !wi.ready || wi.admin == "" {
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			code, body, err := ask(wi, "/metrics")
+			if err != nil || code != http.StatusOK {
+				m.log.Debug("scraping a worker", "worker", wi.id, "pid", wi.pid, "status", code, "err", err)
+				return
+			}
+			p := expfmt.NewTextParser(model.UTF8Validation)
+			fam, err := p.TextToMetricFamilies(strings.NewReader(string(body)))
+			if err != nil {
+				m.log.Debug("parsing a worker's metrics", "worker", wi.id, "pid", wi.pid, "err", err)
+				return
+			}
+			results[i].fam = fam
+		}()
+	}
+	wg.Wait()
+
+	merged := map[string]*dto.MetricFamily{}
+	up := &dto.MetricFamily{Name: proto.String("turnstile_worker_up"),
+		Help: proto.String("1 if the master could scrape the worker's metrics."), Type: dto.MetricType_GAUGE.Enum()}
+	for _, res := range results {
+		label := &dto.LabelPair{Name: proto.String("worker"), Value: proto.String(strconv.Itoa(res.id))}
+		v := 0.0
+		if res.fam != nil {
+			v = 1
+		}
+		up.Metric = append(up.Metric, &dto.Metric{Label: []*dto.LabelPair{label}, Gauge: &dto.Gauge{Value: proto.Float64(v)}})
+		for name, f := range res.fam {
+			into := merged[name]
+			if into == nil {
+				into = &dto.MetricFamily{Name: f.Name, Help: f.Help, Type: f.Type, Unit: f.Unit}
+				merged[name] = into
+			}
+			for _, mt := range f.Metric {
+				mt.Label = append([]*dto.LabelPair{label}, mt.Label...)
+				into.Metric = append(into.Metric, mt)
+			}
+		}
+	}
+	merged[up.GetName()] = up
+	own, err := reg.Gather()
+	if err != nil {
+		m.log.Debug("gathering the master's metrics", "err", err)
+	}
+	for _, f := range own {
+		merged[f.GetName()] = f
+	}
+	names := make([]string, 0, len(merged))
+	for n := range merged {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	format := expfmt.NewFormat(expfmt.TypeTextPlain)
+	w.Header().Set("Content-Type", string(format))
+	enc := expfmt.NewEncoder(w, format)
+	for _, n := range names {
+		if err := enc.Encode(merged[n]); err != nil {
+			m.log.Debug("writing metrics", "err", err)
+			return
+		}
+	}
+}
+
+// stalls merges every worker's /debug/stalls (a JSON array of event-loop
+// stalls, internal/watchdog) into one array, each stall with "worker" and
+// "pid" added.
+func (m *Master) stalls(w http.ResponseWriter, r *http.Request) {
+	s := m.snap.Load()
+	parts := make([][]map[string]any, len(s.workers))
+	var wg sync.WaitGroup
+	for i, wi := range s.workers {
+		if !wi.ready || wi.admin == "" {
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			code, body, err := ask(wi, "/debug/stalls")
+			if err != nil || code != http.StatusOK {
+				return
+			}
+			var list []map[string]any
+			if json.Unmarshal(body, &list) != nil {
+				return
+			}
+			for _, st := range list {
+				st["worker"], st["pid"] = wi.id, wi.pid
+			}
+			parts[i] = list
+		}()
+	}
+	wg.Wait()
+	all := []map[string]any{}
+	for _, p := range parts {
+		all = append(all, p...)
+	}
+	w.Header().Set("Content-Type", "application/json")
+	json.NewEncoder(w).Encode(all)
+}

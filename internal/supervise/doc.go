@@ -1,0 +1,50 @@
+// The life of a master.
+//
+//  1. cmd/turnstile sees no TURNSTILE_WORKER in the environment and calls
+//     Run. Nothing here calls internal/python: the master never
+//     initialises CPython, so a Python os.waitpid(-1) can never reap its
+//     children, and a crash in a C extension never takes it down.
+//  2. Start binds the admin listener (unless off) and the listener
+//     (server.Listen), then spawns --workers workers: /proc/self/exe with
+//     the master's arguments, TURNSTILE_WORKER=<id>, the listener as fd 3,
+//     the write end of a control pipe as fd 4, stdout and stderr on a pipe,
+//     its own process group (a terminal's Ctrl-C reaches the master only)
+//     and SIGTERM as parent-death signal.
+//  3. Each worker (internal/server, RunWorker) imports the app, starts
+//     serving on the inherited socket and writes "ready" on its control
+//     pipe, or "failed <reason>" and exits. When every worker is ready the
+//     master logs "listening". At first start a worker that fails, exits
+//     or passes --startup-timeout before "ready" stops the server with exit
+//     status 1: never a respawn loop.
+//  4. All workers accept on the one socket: the kernel's accept queue is
+//     shared, and a worker that cannot take more work stops accepting
+//     (internal/server/gate.go), so the next idle worker takes the
+//     connection.
+//  5. The loop (one goroutine owns all state) handles events: a worker's
+//     control lines, its exit (reaped by its cmd.Wait goroutine: no
+//     zombie), timers, signals and file changes.
+//  6. A serving worker that dies is logged once with pid, cause (exit
+//     status or signal name; SIGKILL flagged as a possible OOM kill) and
+//     the last 20 lines of its stderr, and respawned at once, then with a
+//     back-off (0.5 s doubling to 30 s) while it keeps dying within 30 s
+//     of becoming ready.
+//  7. A graceful replacement starts the new worker first and, only once
+//     it is ready, sends the old one SIGTERM: it stops accepting, finishes
+//     its in-flight requests within --graceful-timeout, and is killed one
+//     second after that if still there. One replacement runs at a time.
+//     SIGHUP and --reload replace every worker, one by one; a worker asks
+//     for its own replacement ("recycle") past --max-requests or when a
+//     request runs past --timeout; the master checks --workers-lifetime
+//     and --workers-max-rss every second. A replacement that fails to
+//     start leaves the old worker serving and cancels the rest of a
+//     rolling restart. SIGTTIN adds a worker, SIGTTOU stops the last one.
+//  8. SIGTERM or SIGINT: the master closes its listener and sends SIGTERM
+//     to every worker; each closes its copy (new connections are refused
+//     from then on) and drains. The master exits 0 when all are gone, or
+//     kills them --graceful-timeout + 1 s later. A second SIGTERM/SIGINT
+//     kills them at once (exit status 1).
+//
+// The admin listener (admin.go) answers /livez itself, and /readyz and
+// /metrics by asking each worker's own admin handler on a Unix socket in
+// a private temporary directory.
+package supervise

@@ -1,0 +1,804 @@
+// Package supervise is turnstile's master: a pure-Go process that never
+// initialises Python. It binds the listener, runs --workers worker
+// processes (re-execs of its own binary), replaces the ones that die or
+// ask to be recycled, restarts them one by one on SIGHUP or --reload,
+// owns the admin listener, and stops them gracefully. See doc.go.
+package supervise
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"golang.org/x/sys/unix"
+
+	"turnstile/internal/config"
+	"turnstile/internal/server"
+)
+
+// Exit statuses of the master.
+const (
+	ExitOK     = 0
+	ExitFailed = 1 // a worker could not start, a bind failed, or a second signal
+)
+
+// Respawn back-off: a worker that dies is replaced at once; one that dies
+// again within stableAfter of becoming ready (or never became ready) waits
+// backoffBase, doubling up to backoffMax.
+const (
+	stableAfter = 30 * time.Second
+	backoffBase = 500 * time.Millisecond
+	backoffMax  = 30 * time.Second
+	// killGrace is added to --graceful-timeout before a worker that was
+	// told to stop is killed: the worker bounds its own drain by the
+	// graceful timeout, then runs atexit handlers.
+	killGrace = time.Second
+	// failedGrace bounds the exit of a worker that reported "failed".
+	failedGrace = 5 * time.Second
+	// checkEvery is the period of the lifetime and RSS checks.
+	checkEvery = time.Second
+)
+
+// Errors returned by Start.
+var (
+	// ErrWorkerFailed: a worker could not start at first start (its
+	// error is in the log).
+	ErrWorkerFailed = errors.New("supervise: a worker failed to start")
+	// ErrStopped: a signal stopped the master during start-up.
+	ErrStopped = errors.New("supervise: stopped during start-up")
+)
+
+type phase int
+
+const (
+	phaseStarting phase = iota // first start: waiting for every worker's "ready"
+	phaseRunning
+	phaseStopping
+)
+
+type evKind int
+
+const (
+	evReady evKind = iota
+	evFailed
+	evRecycle
+	evExit
+	evStartTimeout
+	evRespawn
+	evSignal
+	evReload
+)
+
+type event struct {
+	kind evKind
+	p    *proc
+	text string
+	ps   *os.ProcessState
+	id   int
+	sig  os.Signal
+}
+
+// replaceReq is a queued graceful replacement of slot id.
+type replaceReq struct {
+	id    int
+	cause string // hup, reload, max-requests, timeout, lifetime, max-rss
+	why   string
+	old   *proc // the worker to replace; nil: whichever serves the slot (rolling restarts)
+}
+
+// Master supervises the worker processes. Create it with New, then Start;
+// Wait returns the exit status. The loop goroutine owns every field below
+// "loop-owned"; the admin handlers read snap.
+type Master struct {
+	cfg  *config.Config
+	log  *slog.Logger
+	out  io.Writer // forwarded worker output (shares the logger's lock)
+	exe  string
+	args []string
+
+	addr     string   // the listener's address, as logged
+	lnFile   *os.File // the listening socket as passed to workers (fd 3); nil once closed
+	dir      string   // worker admin sockets; "" when the admin listener is off
+	admin    *http.Server
+	spawner  *spawner
+	events   chan event
+	started  chan struct{} // closed when every worker is ready at first start
+	done     chan struct{} // closed when the loop has ended
+	code     int
+	startErr error
+
+	snap     atomic.Pointer[snapshot]
+	restarts *prometheus.CounterVec
+
+	// loop-owned
+	phase     phase
+	want      int
+	seq       int
+	slots     map[int]*proc // the worker serving (or starting for) each slot 1..want
+	procs     map[*proc]struct{}
+	fails     map[int]int // consecutive quick deaths per slot (back-off)
+	respawn   map[int]*time.Timer
+	pending   []replaceReq
+	replacing *proc // the replacement being started, at most one at a time
+	forced    bool
+	watcher   io.Closer
+}
+
+// snapshot is what the admin handlers see of the workers.
+type snapshot struct {
+	phase   phase
+	want    int
+	workers []workerInfo // slots 1..want that have a worker, in order
+}
+
+type workerInfo struct {
+	id, pid int
+	admin   string
+	ready   bool
+}
+
+// New returns a master for cfg (defaults applied and validated) that logs
+// to log and forwards its workers' output to out, which must be the
+// logger's writer (writes are whole lines, serialised by the caller's
+// lock; see Run).
+func New(cfg *config.Config, log *slog.Logger, out io.Writer) *Master {
+	m := &Master{cfg: cfg, log: log, out: out, exe: "/proc/self/exe", args: os.Args[1:],
+		events: make(chan event, 64), started: make(chan struct{}), done: make(chan struct{}),
+		want: cfg.Workers, slots: map[int]*proc{}, procs: map[*proc]struct{}{}, fails: map[int]int{},
+		respawn: map[int]*time.Timer{}}
+	m.restarts = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "turnstile_worker_restarts_total",
+		Help: "Worker processes replaced, by cause: crash, hup, reload, max-requests, timeout, lifetime, max-rss.",
+	}, []string{"cause"})
+	for _, c := range []string{"crash", "hup", "reload", "max-requests", "timeout", "lifetime", "max-rss"} {
+		m.restarts.WithLabelValues(c)
+	}
+	m.publish()
+	return m
+}
+
+// Run is the whole master: it writes the pid file, starts the workers,
+// handles signals (SIGTERM/SIGINT: graceful stop, a second one: kill now;
+// SIGHUP: rolling restart; SIGTTIN/SIGTTOU: one worker more/less) and
+// returns the exit status.
+func Run(cfg *config.Config, stderr io.Writer) int {
+	out := &lockedWriter{w: stderr}
+	log := server.NewLogger(out, cfg.LogLevel, cfg.LogFormat)
+	slog.SetDefault(log)
+	signal.Ignore(syscall.SIGPIPE)
+	m := New(cfg, log, out)
+	sigs := make(chan os.Signal, 8)
+	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP, syscall.SIGTTIN, syscall.SIGTTOU)
+	go func() {
+		for sig := range sigs {
+			m.Signal(sig)
+		}
+	}()
+	if cfg.PidFile != "" {
+		if err := os.WriteFile(cfg.PidFile, []byte(strconv.Itoa(os.Getpid())+"\n"), 0o644); err != nil {
+			log.Error("supervise: --pid-file: " + err.Error())
+			return ExitFailed
+		}
+		defer os.Remove(cfg.PidFile)
+	}
+	if err := m.Start(); err != nil {
+		if errors.Is(err, ErrStopped) {
+			return m.Wait()
+		}
+		if !errors.Is(err, ErrWorkerFailed) {
+			log.Error(err.Error())
+		}
+		m.Wait()
+		return ExitFailed
+	}
+	return m.Wait()
+}
+
+// Start binds the admin listener and the listener, starts the workers and
+// waits until every one is ready, then logs "listening". It returns
+// ErrWorkerFailed when a worker reports "failed", exits or passes
+// --startup-timeout before it is ready (the others are stopped: never a
+// respawn loop at first start), ErrStopped when a signal stopped the
+// master meanwhile, or a bind error. After an error, Wait returns once
+// every worker is gone.
+func (m *Master) Start() error {
+	cfg := m.cfg
+	m.log.Info("master starting", "pid", os.Getpid(), "workers", cfg.Workers, "app", cfg.App)
+	m.spawner = newSpawner()
+	if cfg.AdminBind != "off" {
+		dir, err := os.MkdirTemp("", "turnstile-"+strconv.Itoa(os.Getpid())+"-")
+		if err != nil {
+			return m.abort(fmt.Errorf("supervise: worker admin sockets: %w", err))
+		}
+		m.dir = dir
+		addr, err := m.startAdmin(cfg.AdminBind)
+		if err != nil {
+			return m.abort(err)
+		}
+		m.log.Info("admin listening", "addr", addr)
+	}
+	ln, err := server.Listen(cfg.Host, cfg.Port, cfg.UDS, cfg.Backlog)
+	if err != nil {
+		return m.abort(err)
+	}
+	m.addr = ln.Addr().String()
+	if m.lnFile, err = listenerFile(ln); err != nil {
+		return m.abort(err)
+	}
+	for id := 1; id <= m.want; id++ {
+		p, err := m.spawn(id, "start")
+		if err != nil {
+			m.log.Error(err.Error())
+			m.phase = phaseStopping
+			m.code = ExitFailed
+			m.startErr = ErrWorkerFailed
+			m.stopAll(syscall.SIGKILL) // before the loop runs: no race
+			break
+		}
+		m.adopt(p)
+	}
+	go m.loop()
+	select {
+	case <-m.started:
+		return nil
+	case <-m.done:
+		if m.startErr != nil {
+			return m.startErr
+		}
+		return ErrWorkerFailed
+	}
+}
+
+// abort ends a start that failed before any worker ran.
+func (m *Master) abort(err error) error {
+	m.phase = phaseStopping
+	m.code = ExitFailed
+	m.cleanup()
+	close(m.done)
+	return err
+}
+
+// Signal handles sig as the master's signal handler does (see Run).
+func (m *Master) Signal(sig os.Signal) {
+	select {
+	case <-m.done:
+	case m.events <- event{kind: evSignal, sig: sig}:
+	}
+}
+
+// Stop stops the master gracefully, as SIGTERM does.
+func (m *Master) Stop() { m.Signal(syscall.SIGTERM) }
+
+// Wait waits for the loop to end (every worker gone) and returns the exit
+// status: ExitOK after a graceful stop, ExitFailed after a failed start or
+// a second signal.
+func (m *Master) Wait() int {
+	<-m.done
+	return m.code
+}
+
+// adopt registers a new process and arms its start-up timeout.
+func (m *Master) adopt(p *proc) {
+	m.procs[p] = struct{}{}
+	if p.cause == "start" || p.cause == "respawn" || p.cause == "ttin" {
+		m.slots[p.id] = p
+	}
+	if d := m.cfg.StartupTimeout; d > 0 {
+		p.after(d, func() { m.post(event{kind: evStartTimeout, p: p}) })
+	}
+	m.log.Info("worker started", "worker", p.id, "pid", p.pid, "cause", p.cause)
+}
+
+// post sends an event from a timer or reader goroutine.
+func (m *Master) post(ev event) {
+	select {
+	case m.events <- ev:
+	case <-m.done:
+	}
+}
+
+func (m *Master) loop() {
+	defer close(m.done)
+	tick := time.NewTicker(checkEvery)
+	defer tick.Stop()
+	if m.cfg.Reload && m.phase != phaseStopping {
+		w, err := m.watch()
+		if err != nil {
+			m.log.Warn("--reload: cannot watch files; reloading is off", "err", err)
+		} else {
+			m.watcher = w
+		}
+	}
+	for m.phase != phaseStopping || len(m.procs) > 0 {
+		select {
+		case ev := <-m.events:
+			m.handle(ev)
+		case <-tick.C:
+			m.check()
+		}
+		m.publish()
+	}
+	if m.watcher != nil {
+		m.watcher.Close()
+	}
+	m.cleanup()
+	if m.startErr == nil && m.code == ExitOK {
+		m.log.Info("stopped")
+	}
+}
+
+// cleanup releases the master's sockets and files.
+func (m *Master) cleanup() {
+	if m.lnFile != nil {
+		m.lnFile.Close()
+		m.lnFile = nil
+	}
+	if m.cfg.UDS != "" && m.addr != "" {
+		os.Remove(m.cfg.UDS)
+	}
+	if m.admin != nil {
+		m.admin.Close()
+	}
+	if m.dir != "" {
+		os.RemoveAll(m.dir)
+	}
+}
+
+func (m *Master) handle(ev event) {
+	p := ev.p
+	switch ev.kind {
+	case evSignal:
+		m.onSignal(ev.sig)
+	case evReady:
+		m.onReady(p)
+	case evFailed:
+		p.failMsg = ev.text
+		p.after(failedGrace, func() { p.signal(syscall.SIGKILL) })
+	case evRecycle:
+		cause, why, _ := strings.Cut(ev.text, " ")
+		if m.phase != phaseRunning || p.state != stateReady || p.recycleAsked || m.slots[p.id] != p {
+			return
+		}
+		m.log.Info("worker asks to be replaced", "worker", p.id, "pid", p.pid, "cause", cause, "why", why)
+		m.enqueue(replaceReq{id: p.id, cause: cause, why: why, old: p})
+	case evStartTimeout:
+		if p.state == stateStarting {
+			if _, alive := m.procs[p]; alive {
+				p.failMsg = "not ready within --startup-timeout " + m.cfg.StartupTimeout.String()
+				p.signal(syscall.SIGKILL)
+			}
+		}
+	case evExit:
+		m.onExit(p, ev.ps)
+	case evRespawn:
+		delete(m.respawn, ev.id)
+		if m.phase == phaseRunning && ev.id <= m.want && m.slots[ev.id] == nil &&
+			(m.replacing == nil || m.replacing.id != ev.id) {
+			m.start(ev.id, "respawn")
+		}
+	case evReload:
+		if m.phase == phaseRunning {
+			m.log.Info("files changed: restarting the workers one by one", "files", ev.text)
+			m.rolling("reload")
+		}
+	}
+}
+
+func (m *Master) onSignal(sig os.Signal) {
+	switch sig {
+	case syscall.SIGTERM, syscall.SIGINT:
+		if m.phase == phaseStopping {
+			if !m.forced {
+				m.forced = true
+				m.code = ExitFailed
+				m.log.Warn("second signal: killing the workers now", "signal", signalName(sig))
+				m.stopAll(syscall.SIGKILL)
+			}
+			return
+		}
+		m.log.Info("stopping: workers finish in-flight requests", "signal", signalName(sig),
+			"graceful_timeout", m.cfg.GracefulTimeout.String())
+		if m.phase == phaseStarting {
+			m.startErr = ErrStopped
+		}
+		m.phase = phaseStopping
+		m.stopAll(syscall.SIGTERM)
+	case syscall.SIGHUP:
+		if m.phase != phaseRunning {
+			m.log.Info("SIGHUP ignored: not running")
+			return
+		}
+		m.log.Info("SIGHUP: restarting the workers one by one")
+		m.rolling("hup")
+	case syscall.SIGTTIN:
+		if m.phase != phaseRunning {
+			return
+		}
+		m.want++
+		m.log.Info("SIGTTIN: one more worker", "workers", m.want)
+		m.start(m.want, "ttin")
+	case syscall.SIGTTOU:
+		if m.phase != phaseRunning || m.want <= 1 {
+			return
+		}
+		id := m.want
+		m.want--
+		m.log.Info("SIGTTOU: one worker less", "workers", m.want)
+		if t := m.respawn[id]; t != nil {
+			t.Stop()
+			delete(m.respawn, id)
+		}
+		if p := m.slots[id]; p != nil {
+			m.drain(p)
+		}
+		delete(m.slots, id)
+		if r := m.replacing; r != nil && r.id == id {
+			m.drain(r)
+		}
+	}
+}
+
+// stopAll stops accepting and sends sig to every worker: SIGTERM (each
+// drains, then is killed after the graceful timeout) or SIGKILL.
+func (m *Master) stopAll(sig syscall.Signal) {
+	m.pending = nil
+	for id, t := range m.respawn {
+		t.Stop()
+		delete(m.respawn, id)
+	}
+	if m.lnFile != nil {
+		// New connections are refused once the workers close theirs.
+		m.lnFile.Close()
+		m.lnFile = nil
+	}
+	for p := range m.procs {
+		if sig == syscall.SIGKILL {
+			p.signal(syscall.SIGKILL)
+		} else if p.state != stateDraining {
+			m.drain(p)
+		}
+	}
+}
+
+// drain tells p to stop gracefully and kills it if it is not gone after
+// the graceful timeout.
+func (m *Master) drain(p *proc) {
+	p.state = stateDraining
+	p.signal(syscall.SIGTERM)
+	p.after(m.cfg.GracefulTimeout+killGrace, func() { p.signal(syscall.SIGKILL) })
+}
+
+// start spawns a worker for slot id (not a replacement).
+func (m *Master) start(id int, cause string) {
+	p, err := m.spawn(id, cause)
+	if err != nil {
+		m.log.Error(err.Error())
+		m.scheduleRespawn(id)
+		return
+	}
+	m.adopt(p)
+}
+
+func (m *Master) onReady(p *proc) {
+	if _, alive := m.procs[p]; !alive || p.state != stateStarting {
+		return
+	}
+	p.state = stateReady
+	p.readyAt = time.Now()
+	m.log.Info("worker ready", "worker", p.id, "pid", p.pid, "startup_s", p.readyAt.Sub(p.started).Round(time.Millisecond).Seconds())
+	if m.phase == phaseStopping {
+		m.drain(p)
+		return
+	}
+	if p == m.replacing {
+		m.finishReplace(p)
+		return
+	}
+	if m.phase == phaseStarting {
+		for id := 1; id <= m.want; id++ {
+			if s := m.slots[id]; s == nil || s.state != stateReady {
+				return
+			}
+		}
+		m.phase = phaseRunning
+		m.log.Info("listening", "addr", m.addr, "workers", m.want)
+		close(m.started)
+	}
+}
+
+func (m *Master) onExit(p *proc, ps *os.ProcessState) {
+	delete(m.procs, p)
+	p.stopTimers()
+	cause, sig, oom := exitCause(ps)
+	uptime := time.Since(p.started).Round(time.Millisecond).Seconds()
+	if m.slots[p.id] == p {
+		delete(m.slots, p.id)
+	}
+	switch {
+	case p.state == stateDraining || m.phase == phaseStopping:
+		if ps != nil && ps.Success() {
+			m.log.Info("worker stopped", "worker", p.id, "pid", p.pid)
+		} else {
+			m.log.Warn("worker stopped", "worker", p.id, "pid", p.pid, "cause", cause)
+		}
+		if p == m.replacing {
+			m.replacing = nil
+		}
+		m.next()
+
+	case p.state == stateStarting && m.phase == phaseStarting:
+		// First start: never a respawn loop. Stop everything, exit 1.
+		m.code = ExitFailed
+		m.startErr = ErrWorkerFailed
+		if p.failMsg != "" && !strings.HasPrefix(p.failMsg, "not ready within") {
+			// The worker logged its error itself, once: do not repeat it.
+			m.log.Info("stopping: a worker failed to start (its error is logged above)",
+				"worker", p.id, "pid", p.pid, "exit", cause)
+		} else {
+			reason := p.failMsg
+			if reason == "" {
+				reason = "exited before it was ready: " + cause
+			}
+			m.log.Error("worker failed to start; stopping", "worker", p.id, "pid", p.pid, "err", reason,
+				"signal", sig, "possible_oom", oom, "stderr_tail", p.tail.text())
+		}
+		m.phase = phaseStopping
+		m.stopAll(syscall.SIGTERM)
+
+	case p.state == stateStarting && p == m.replacing:
+		m.replacing = nil
+		reason := p.failMsg
+		if reason == "" {
+			reason = "exited before it was ready: " + cause
+		}
+		m.log.Error("replacement worker failed to start; the running worker keeps serving",
+			"worker", p.id, "pid", p.pid, "cause", p.cause, "err", reason, "stderr_tail", p.tail.text())
+		if old := p.replaces; old != nil {
+			old.recycleAsked = false
+			if p.cause != "hup" && p.cause != "reload" {
+				// Try again later (a leaking worker must not be kept
+				// forever), not in a loop.
+				old.retry = &replaceReq{id: old.id, cause: p.cause, why: "retry", old: old}
+				old.retryAt = time.Now().Add(backoffMax)
+			}
+		}
+		if p.cause == "hup" || p.cause == "reload" {
+			// The new code does not start: keep the old workers until
+			// the next change or signal.
+			kept := m.pending[:0]
+			for _, r := range m.pending {
+				if r.cause != "hup" && r.cause != "reload" {
+					kept = append(kept, r)
+				}
+			}
+			m.pending = kept
+		}
+		if m.slots[p.id] == nil && p.id <= m.want {
+			m.scheduleRespawn(p.id)
+		}
+		m.next()
+
+	case p.state == stateStarting:
+		reason := p.failMsg
+		if reason == "" {
+			reason = "exited before it was ready: " + cause
+		}
+		m.log.Error("worker failed to start", "worker", p.id, "pid", p.pid, "err", reason,
+			"signal", sig, "possible_oom", oom, "stderr_tail", p.tail.text())
+		m.scheduleRespawn(p.id)
+
+	default: // a serving worker died
+		m.restarts.WithLabelValues("crash").Inc()
+		m.log.Error("worker exited", "worker", p.id, "pid", p.pid, "cause", cause, "signal", sig,
+			"possible_oom", oom, "uptime_s", uptime, "stderr_tail", p.tail.text())
+		if !p.readyAt.IsZero() && time.Since(p.readyAt) > stableAfter {
+			m.fails[p.id] = 0
+		}
+		if m.replacing != nil && m.replacing.id == p.id {
+			return // its replacement is starting and takes the slot
+		}
+		if p.id <= m.want {
+			m.scheduleRespawn(p.id)
+		}
+	}
+}
+
+// scheduleRespawn starts a worker for slot id after the back-off.
+func (m *Master) scheduleRespawn(id int) {
+	if m.phase != phaseRunning || m.respawn[id] != nil {
+		return
+	}
+	n := m.fails[id]
+	m.fails[id] = n + 1
+	var delay time.Duration
+	if n > 0 {
+		delay = min(backoffBase<<min(n-1, 10), backoffMax)
+	}
+	if delay > 0 {
+		m.log.Info("respawning worker after back-off", "worker", id, "delay", delay.String())
+	}
+	m.respawn[id] = time.AfterFunc(delay, func() { m.post(event{kind: evRespawn, id: id}) })
+}
+
+// rolling queues a graceful replacement of every worker, one by one.
+func (m *Master) rolling(cause string) {
+	for id := 1; id <= m.want; id++ {
+		dup := false
+		for _, r := range m.pending {
+			if r.id == id && r.old == nil {
+				dup = true
+			}
+		}
+		if !dup {
+			m.enqueue(replaceReq{id: id, cause: cause})
+		}
+	}
+}
+
+func (m *Master) enqueue(r replaceReq) {
+	if r.old != nil {
+		r.old.recycleAsked = true
+	}
+	m.pending = append(m.pending, r)
+	m.next()
+}
+
+// next starts the next queued replacement when none is running: the
+// replacement starts, and only when it is ready does the old worker get
+// SIGTERM (finishReplace).
+func (m *Master) next() {
+	for m.replacing == nil && m.phase == phaseRunning && len(m.pending) > 0 {
+		r := m.pending[0]
+		m.pending = m.pending[1:]
+		cur := m.slots[r.id]
+		if r.id > m.want || cur == nil || cur.state != stateReady || (r.old != nil && r.old != cur) {
+			continue // gone, or already being replaced by a respawn
+		}
+		p, err := m.spawn(r.id, r.cause)
+		if err != nil {
+			m.log.Error(err.Error())
+			cur.recycleAsked = false
+			continue
+		}
+		p.replaces = cur
+		m.replacing = p
+		m.log.Info("replacing worker", "worker", r.id, "old_pid", cur.pid, "pid", p.pid, "cause", r.cause, "why", r.why)
+		m.adopt(p)
+	}
+}
+
+func (m *Master) finishReplace(p *proc) {
+	m.replacing = nil
+	old := p.replaces
+	if p.id > m.want {
+		m.drain(p)
+		m.next()
+		return
+	}
+	m.slots[p.id] = p
+	m.restarts.WithLabelValues(p.cause).Inc()
+	oldPid := 0
+	if old != nil {
+		oldPid = old.pid
+		if _, alive := m.procs[old]; alive && old.state != stateDraining {
+			m.drain(old)
+		}
+	}
+	m.log.Info("worker replaced", "worker", p.id, "old_pid", oldPid, "pid", p.pid, "cause", p.cause)
+	m.next()
+}
+
+// check recycles workers past --workers-lifetime or --workers-max-rss, and
+// retries a replacement that failed to start (retryAt).
+func (m *Master) check() {
+	if m.phase != phaseRunning {
+		return
+	}
+	life, maxRSS := m.cfg.WorkersLifetime, m.cfg.WorkersMaxRSSBytes
+	for id := 1; id <= m.want; id++ {
+		p := m.slots[id]
+		if p == nil || p.state != stateReady || p.recycleAsked || time.Now().Before(p.retryAt) {
+			continue
+		}
+		if r := p.retry; r != nil {
+			p.retry = nil
+			m.enqueue(*r)
+			continue
+		}
+		if life > 0 && time.Since(p.readyAt) >= life {
+			m.enqueue(replaceReq{id: id, cause: "lifetime", why: "ready for " + time.Since(p.readyAt).Round(time.Second).String(), old: p})
+			continue
+		}
+		if maxRSS > 0 {
+			if rss, err := rssBytes(p.pid); err == nil && rss > maxRSS {
+				m.enqueue(replaceReq{id: id, cause: "max-rss", old: p,
+					why: fmt.Sprintf("RSS %d MiB > %d MiB", rss>>20, maxRSS>>20)})
+			}
+		}
+	}
+}
+
+// publish refreshes the snapshot the admin handlers read.
+func (m *Master) publish() {
+	s := &snapshot{phase: m.phase, want: m.want}
+	for id := 1; id <= m.want; id++ {
+		if p := m.slots[id]; p != nil {
+			s.workers = append(s.workers, workerInfo{id: id, pid: p.pid, admin: p.admin, ready: p.state == stateReady})
+		}
+	}
+	m.snap.Store(s)
+}
+
+// lockedWriter serialises whole-line writes from the logger and the
+// stderr forwarders.
+type lockedWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
+}
+
+func signalName(sig os.Signal) string {
+	if s, ok := sig.(syscall.Signal); ok {
+		if n := unix.SignalName(s); n != "" {
+			return n
+		}
+	}
+	return sig.String()
+}
+
+// listenerFile turns ln into the descriptor the workers inherit, and
+// closes ln: the master never accepts.
+//
+// The socket's O_NONBLOCK flag belongs to the open file description,
+// which the master and every worker share. A *os.File from
+// TCPListener.File would flip it to blocking each time exec reads its
+// Fd() for a new worker, and a running worker's accept(2) would then block
+// in the kernel, where closing its listener cannot interrupt it (a stop
+// hangs until the next connection). So the file is made from a plain dup,
+// set blocking once here, before any worker exists (os.NewFile then
+// neither registers it with the master's poller nor changes it later);
+// each worker sets it non-blocking again when it wraps it.
+func listenerFile(ln net.Listener) (*os.File, error) {
+	if ul, ok := ln.(*net.UnixListener); ok {
+		ul.SetUnlinkOnClose(false) // the master removes the path at exit
+	}
+	defer ln.Close()
+	sc, ok := ln.(syscall.Conn)
+	if !ok {
+		return nil, fmt.Errorf("supervise: listener %T has no descriptor", ln)
+	}
+	rc, err := sc.SyscallConn()
+	if err != nil {
+		return nil, fmt.Errorf("supervise: listener: %w", err)
+	}
+	fd := -1
+	var dupErr error
+	if err := rc.Control(func(s uintptr) { fd, dupErr = unix.FcntlInt(s, unix.F_DUPFD_CLOEXEC, 0) }); err != nil {
+		return nil, fmt.Errorf("supervise: listener: %w", err)
+	}
+	if dupErr != nil {
+		return nil, fmt.Errorf("supervise: dup listener: %w", dupErr)
+	}
+	if err := unix.SetNonblock(fd, false); err != nil {
+		unix.Close(fd)
+		return nil, fmt.Errorf("supervise: listener: %w", err)
+	}
+	return os.NewFile(uintptr(fd), "listener"), nil
+}
