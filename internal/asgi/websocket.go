@@ -45,6 +45,7 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"math"
 	"net"
 	"net/http"
 	"strings"
@@ -558,7 +559,9 @@ func (ws *wsSession) start(t *C.ts_asgi_take_result) {
 	C.ts_asgi_written(ws.s.c, ws.gen)
 	C.ts_asgi_ws_trim(ws.s.c)
 	if ws.cfg.PingInterval > 0 {
-		ws.timer = time.AfterFunc(ws.cfg.PingInterval, ws.tick)
+		// Armed only once ws.timer is set: tick reads it.
+		ws.timer = time.AfterFunc(math.MaxInt64, ws.tick)
+		ws.timer.Reset(ws.cfg.PingInterval)
 	}
 	go ws.readLoop()
 	go ws.writeLoop()
@@ -688,8 +691,8 @@ func (ws *wsSession) writeLoop() {
 		ws.handle(&t)
 		C.ts_asgi_written(s.c, ws.gen)
 		if code := int(ws.stopCode.Load()); code != 0 {
+			ws.sendClose(code, "") // first: the app's return must not close with 1000
 			ws.disconnect(code, "")
-			ws.sendClose(code, "")
 		}
 	}
 	ws.finish()
@@ -827,6 +830,14 @@ func (ws *wsSession) readEnd(err error) {
 	case isProtocolError(err):
 		code, linger = websocket.CloseProtocolError, true // gorilla sent the 1002
 	}
+	if linger {
+		ws.mu.Lock()
+		if !ws.closeSent {
+			ws.closeSent = true
+			close(ws.quit)
+		}
+		ws.mu.Unlock()
+	}
 	ws.log.Debug("asgi: websocket ended", "code", code, "err", err)
 	ws.disconnect(code, reason)
 	if linger {
@@ -850,8 +861,10 @@ func isProtocolError(err error) bool {
 // because the server stops.
 func (ws *wsSession) fail(code int, reason string) {
 	ws.log.Debug("asgi: websocket failed", "code", code, "reason", reason)
-	ws.disconnect(code, "")
+	// The close frame before the disconnect: an app that returns on the
+	// disconnect would otherwise have the writer close with 1000 first.
 	ws.sendClose(code, reason)
+	ws.disconnect(code, "")
 	ws.linger()
 	ws.raw.Close()
 }
@@ -883,8 +896,8 @@ func (ws *wsSession) tick() {
 	cfg := ws.cfg
 	if sent := ws.pingSent.Load(); sent != 0 {
 		if ws.lastPong.Load() < sent && !ws.paused.Load() {
-			ws.disconnect(websocket.CloseInternalServerErr, "keepalive ping timeout")
 			ws.sendCloseNow(websocket.CloseInternalServerErr, "keepalive ping timeout")
+			ws.disconnect(websocket.CloseInternalServerErr, "keepalive ping timeout")
 			ws.raw.Close()
 			return
 		}
