@@ -24,6 +24,9 @@ the load generator runs on core 0: two workers plus the load generator
 oversubscribe the machine's two cores, so absolute numbers are lower than
 on a real host; compare servers within a run.
 
+Before each run the driver waits (up to 60 s) until both cores were under
+20% busy for a second: other engineers run benchmarks on the same cores.
+
 Python 3 stdlib only. Results: bench/results/workers-<scenario>-<UTC>.csv
 and .md (the summary, with the machine and the exact commands).
 """
@@ -131,6 +134,30 @@ class Server:
         self.log.close()
 
 
+def core_ticks():
+    """{core: (busy, total)} jiffies from /proc/stat."""
+    out = {}
+    for line in open("/proc/stat"):
+        f = line.split()
+        if f[0].startswith("cpu") and f[0] != "cpu":
+            v = [int(x) for x in f[1:]]
+            out[int(f[0][3:])] = (sum(v) - v[3] - v[4], sum(v))
+    return out
+
+
+def wait_quiet(threshold=0.2, max_wait=60):
+    """Wait until every core was under `threshold` busy for 1 s (the
+    machine is shared); returns the seconds waited (max_wait at most)."""
+    t0 = time.monotonic()
+    while True:
+        a = core_ticks()
+        time.sleep(1)
+        b = core_ticks()
+        busy = [(b[c][0] - a[c][0]) / max(1, b[c][1] - a[c][1]) for c in a]
+        if max(busy) < threshold or time.monotonic() - t0 >= max_wait:
+            return round(time.monotonic() - t0 - 1, 1)
+
+
 def percentile(vals, p):
     if not vals:
         return float("nan")
@@ -168,6 +195,7 @@ def parse_vegeta(a, binfile, stall_start, stall_end):
 
 
 def run_stuck(a, name, rep, keepalive, rows, stamp):
+    quiet = wait_quiet()
     log = os.path.join(WORK, "logs", "workers-stuck-%s-%s.log" % (stamp, name))
     s = Server(name, a, "stuck", log)
     try:
@@ -196,6 +224,7 @@ def run_stuck(a, name, rep, keepalive, rows, stamp):
         r = parse_vegeta(a, binfile, stall_start, stall_start + a.hold)
         r.update(scenario="stuck", server=name, rep=rep, keepalive=keepalive, rate=a.rate, duration_s=a.duration,
                  hold_s=a.hold, hold_status=held.get("status"), hold_took_s=round(held.get("s", 0), 2),
+                 quiet_wait_s=quiet, loadavg=open("/proc/loadavg").read().split()[0],
                  started_utc=datetime.datetime.fromtimestamp(start, datetime.timezone.utc).strftime("%H:%M:%SZ"))
         rows.append(r)
         print("  %-22s keepalive=%-5s p50 %7.2f ms  p99 %8.2f ms  p99.9 %8.2f ms  max %8.1f ms  >1s %4d  err %d  hold %s"
@@ -205,6 +234,7 @@ def run_stuck(a, name, rep, keepalive, rows, stamp):
 
 
 def run_hello(a, name, rep, rows, stamp):
+    quiet = wait_quiet()
     log = os.path.join(WORK, "logs", "workers-hello-%s-%s.log" % (stamp, name))
     s = Server(name, a, "hello", log)
     try:
@@ -217,7 +247,8 @@ def run_hello(a, name, rep, rows, stamp):
         out = subprocess.run(["taskset", "-c", str(a.client_core), "wrk", "-t1", "-c", str(a.conns),
                               "-d", "%ds" % a.duration, "--timeout", "5s", "--latency", url],
                              capture_output=True, text=True).stdout
-        r = dict(scenario="hello", server=name, rep=rep, conns=a.conns, duration_s=a.duration)
+        r = dict(scenario="hello", server=name, rep=rep, conns=a.conns, duration_s=a.duration, quiet_wait_s=quiet,
+                 loadavg=open("/proc/loadavg").read().split()[0])
         for line in out.splitlines():
             f = line.split()
             if line.startswith("Requests/sec:"):
