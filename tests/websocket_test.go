@@ -920,3 +920,68 @@ func TestWS_IdleMemory(t *testing.T) {
 		c.Close()
 	}
 }
+
+// TestWS_Djust: a djust LiveView (Django over Channels, PyPI djust) served
+// whole by turnstile: the page mounts over HTTP, the LiveView mounts over
+// the WebSocket, a click event round-trips as a patch, and the view's
+// tick pushes patches the client never asked for.
+func TestWS_Djust(t *testing.T) {
+	venv := os.Getenv("TURNSTILE_VENV")
+	if venv == "" || exec.Command(filepath.Join(venv, "bin", "python"), "-c", "import djust").Run() != nil {
+		t.Skip("djust is not installed in the test virtualenv (requirements/test.txt)")
+	}
+	s := Start(t, "--app-dir", filepath.Join(AppDir(), "ws_djust"), "djust_site.asgi:application")
+	code, page := s.Get(t, "/")
+	if code != 200 || !strings.Contains(page, `dj-view="djust_site.views.CounterView"`) || !strings.Contains(page, "Count: 0") {
+		t.Fatalf("GET / = %d, %d bytes; want the rendered LiveView page", code, len(page))
+	}
+	h := http.Header{"Origin": {"http://" + s.Addr}}
+	c, _, err := websocket.DefaultDialer.Dial(wsURL(s, "/ws/live/"), h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	next := func() map[string]any {
+		t.Helper()
+		var m map[string]any
+		c.SetReadDeadline(time.Now().Add(5 * time.Second))
+		if err := c.ReadJSON(&m); err != nil {
+			t.Fatalf("reading a frame: %v", err)
+		}
+		return m
+	}
+	if m := next(); m["type"] != "connect" {
+		t.Fatalf("first frame %v; want connect", m)
+	}
+	c.WriteJSON(map[string]any{"type": "mount", "view": "djust_site.views.CounterView", "params": map[string]any{}, "url": "/"})
+	var mounted map[string]any
+	for mounted == nil {
+		if m := next(); m["type"] == "mount" {
+			mounted = m
+		}
+	}
+	if html, _ := mounted["html"].(string); !strings.Contains(html, "Count: 0") {
+		t.Fatalf("mount frame html %q; want Count: 0", html)
+	}
+	c.WriteJSON(map[string]any{"type": "event", "event": "increment", "params": map[string]any{}})
+	var sawEvent, sawTick bool
+	for deadline := time.Now().Add(5 * time.Second); (!sawEvent || !sawTick) && time.Now().Before(deadline); {
+		m := next()
+		if m["type"] != "patch" {
+			continue
+		}
+		text := mustJSON(m["patches"])
+		switch m["event_name"] {
+		case "increment":
+			sawEvent = strings.Contains(text, "Count: 1")
+		case "tick":
+			sawTick = sawTick || strings.Contains(text, "Ticks: ")
+		}
+	}
+	if !sawEvent || !sawTick {
+		t.Errorf("event patch with Count: 1 seen: %v; server-pushed tick patch seen: %v", sawEvent, sawTick)
+	}
+	c.WriteMessage(websocket.CloseMessage, websocket.FormatCloseMessage(1000, ""))
+	wsCloseCode(c, 5*time.Second)
+	wsNoTracebacks(t, s)
+}

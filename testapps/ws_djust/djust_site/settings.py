@@ -1,0 +1,29 @@
+"""A minimal djust (Django LiveView over Channels) site for tests/websocket_test.go: TestWS_Djust.
+
+Serve djust_site.asgi:application with --app-dir testapps/ws_djust. Sessions
+are signed cookies and the database is in memory: nothing touches disk.
+"""
+import os
+SECRET_KEY = "test-only-not-secret"
+DEBUG = False
+ALLOWED_HOSTS = ["*"]
+INSTALLED_APPS = [
+    "django.contrib.contenttypes",
+    "django.contrib.auth",
+    "django.contrib.sessions",
+    "channels",
+    "djust",
+]
+MIDDLEWARE = [
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+]
+ROOT_URLCONF = "djust_site.urls"
+ASGI_APPLICATION = "djust_site.asgi.application"
+CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
+SESSION_ENGINE = "django.contrib.sessions.backends.signed_cookies"
+DATABASES = {"default": {"ENGINE": "django.db.backends.sqlite3", "NAME": ":memory:"}}
+TEMPLATES = [{"BACKEND": "django.template.backends.django.DjangoTemplates", "DIRS": [], "APP_DIRS": True,
+              "OPTIONS": {"context_processors": ["django.template.context_processors.request"]}}]
+USE_TZ = True
+LIVEVIEW_ALLOWED_MODULES = ["djust_site"]
