@@ -28,6 +28,10 @@ const (
 	DefaultTimeoutBody           = 30 * time.Second
 	DefaultTimeoutWrite          = 30 * time.Second
 	DefaultStartupTimeout        = 120 * time.Second
+	DefaultWSMaxSizeBytes        = 16 << 20 // uvicorn's --ws-max-size
+	DefaultWSMaxQueue            = 32
+	DefaultWSPingInterval        = 20 * time.Second
+	DefaultWSPingTimeout         = 20 * time.Second
 )
 
 // Config is the whole configuration of a turnstile worker.
@@ -71,6 +75,27 @@ type Config struct {
 	// thread running Python bytecode keeps the GIL while another waits.
 	// Default 0: CPython's own (0.005).
 	SwitchInterval float64 `json:"switch_interval,omitempty"`
+	// WSMaxSizeBytes is the largest WebSocket message accepted, in bytes
+	// (after decompression); a larger one, or a frame header announcing
+	// one, closes the connection with 1009. Default 16 MiB (uvicorn's
+	// --ws-max-size).
+	WSMaxSizeBytes int64 `json:"ws_max_size_bytes,omitempty"`
+	// WSMaxQueue is how many received WebSocket messages may wait for the
+	// app's receive() before the server stops reading that connection.
+	// Default 32.
+	WSMaxQueue int `json:"ws_max_queue,omitempty"`
+	// WSPingInterval: the server pings each WebSocket client this often.
+	// Default 20s (DefaultWSPingInterval, the flag's default); zero: no
+	// pings.
+	WSPingInterval time.Duration `json:"ws_ping_interval,omitempty"`
+	// WSPingTimeout: a ping with no pong within it closes the WebSocket
+	// with 1011. Default 20s (DefaultWSPingTimeout, the flag's default);
+	// zero: pings are not timed.
+	WSPingTimeout time.Duration `json:"ws_ping_timeout,omitempty"`
+	// WSPerMessageDeflate negotiates permessage-deflate compression
+	// (RFC 7692) with WebSocket clients that offer it. Default on (the
+	// flag's default); the zero value is off.
+	WSPerMessageDeflate bool `json:"ws_per_message_deflate,omitempty"`
 	// Workers is the number of worker processes the master runs, each
 	// with its own CPython (gunicorn's --workers). Default 1: a master and
 	// one worker.
@@ -185,6 +210,10 @@ func (c *Config) ApplyDefaults() {
 	setD(&c.TimeoutBody, DefaultTimeoutBody)
 	setD(&c.TimeoutWrite, DefaultTimeoutWrite)
 	setD(&c.StartupTimeout, DefaultStartupTimeout)
+	set(&c.WSMaxQueue, DefaultWSMaxQueue)
+	if c.WSMaxSizeBytes == 0 {
+		c.WSMaxSizeBytes = DefaultWSMaxSizeBytes
+	}
 	if c.AdminBind == "" {
 		c.AdminBind = DefaultAdminBind
 	}
@@ -209,6 +238,15 @@ func (c *Config) Validate() error {
 	case "auto", "wsgi", "asgi":
 	default:
 		bad("--interface %q: want auto, wsgi or asgi", c.Interface)
+	}
+	if c.WSMaxSizeBytes < 1 {
+		bad("--ws-max-size %d: want bytes, at least 1", c.WSMaxSizeBytes)
+	}
+	if c.WSMaxQueue < 1 || c.WSMaxQueue > 1<<16 {
+		bad("--ws-max-queue %d: want 1..65536", c.WSMaxQueue)
+	}
+	if c.WSPingInterval < 0 || c.WSPingTimeout < 0 {
+		bad("--ws-ping-interval and --ws-ping-timeout must not be negative")
 	}
 	if c.Port < 0 || c.Port > 65535 {
 		bad("--port %d: want 0..65535", c.Port)

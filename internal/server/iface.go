@@ -94,7 +94,14 @@ func startInterface(kind string, cfg *config.Config, log *slog.Logger, m *metric
 			return nil, nil, err
 		}
 		log.Info("event loop running", "loop", loopName, "lifespan", cfg.Lifespan)
-		h := &asgi.Handler{RootPath: cfg.RootPath, Logger: log}
+		h := &asgi.Handler{RootPath: cfg.RootPath, Logger: log, WebSocket: asgi.WebSocketConfig{
+			MaxSizeBytes:      cfg.WSMaxSizeBytes,
+			MaxQueue:          cfg.WSMaxQueue,
+			PingInterval:      cfg.WSPingInterval,
+			PingTimeout:       cfg.WSPingTimeout,
+			PerMessageDeflate: cfg.WSPerMessageDeflate,
+			WriteTimeout:      cfg.TimeoutWrite,
+		}}
 		if m != nil || access {
 			h.Done = func(r *http1.Request, res asgi.Result) {
 				if m != nil {
