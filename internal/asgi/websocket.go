@@ -422,7 +422,13 @@ func upgrader(cfg WebSocketConfig) *websocket.Upgrader {
 		// reads larger payloads straight into the message buffer.
 		ReadBufferSize:  wsReadBufferSize,
 		WriteBufferPool: &wsWriteBuffers,
-		Error:           func(http.ResponseWriter, *http.Request, int, error) {},
+		// Not reached for a request checkHandshake passed; if it is, the
+		// client gets the status rather than http1's 500.
+		Error: func(w http.ResponseWriter, _ *http.Request, status int, _ error) {
+			if a, ok := w.(*hijacker); ok {
+				a.w.WriteSimple(status, "text/plain; charset=utf-8", []byte(http.StatusText(status)+"\n"), nil)
+			}
+		},
 	}
 }
 

@@ -39,4 +39,8 @@
 //     then the next (pipelined) request is read: back to 1. Pipelined
 //     requests are answered in order, each parsed only after the previous
 //     response is finished (RFC 9112 §9.3.2).
+//
+// A handler may take the connection over in step 4 with Hijack (WebSocket
+// upgrades): steps 5 and 6 are skipped and the server forgets the
+// connection at once (hijack.go).
 package http1
