@@ -1,0 +1,230 @@
+package tests
+
+// The loop watchdog (issue 7) and the slow-request sampler, against the
+// real binary: case B35 and the other blockers people hit.
+
+import (
+	"io"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// stallRecords returns the watchdog's stall records so far.
+func stallRecords(s *Server) []map[string]any {
+	var out []map[string]any
+	for _, rec := range logRecords(s.Logs()) {
+		if msg, _ := rec["msg"].(string); strings.HasPrefix(msg, "event loop stalled") {
+			out = append(out, rec)
+		}
+	}
+	return out
+}
+
+func TestB35_BlockedLoop(t *testing.T) {
+	s := Start(t, "--lifespan", "off", "wd_block:app")
+	var wg sync.WaitGroup
+	wg.Add(1)
+	start := time.Now()
+	var slowErr error
+	go func() {
+		defer wg.Done()
+		_, slowErr = http.Get(s.URL + "/sleep")
+	}()
+	time.Sleep(100 * time.Millisecond)
+	healthDone := make(chan time.Duration, 1)
+	go func() {
+		resp, err := http.Get(s.URL + "/health")
+		if err == nil {
+			io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+		}
+		healthDone <- time.Since(start)
+	}()
+
+	// Within one second: an in-progress record with the app's file:line,
+	// the source line with time.sleep, and the request path.
+	var inProgress map[string]any
+	for time.Since(start) < time.Second && inProgress == nil {
+		for _, rec := range stallRecords(s) {
+			if rec["msg"] == "event loop stalled, still blocked" {
+				inProgress = rec
+			}
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if inProgress == nil {
+		t.Fatalf("no in-progress stall record within 1 s of the blocking request:\n%s", s.Logs())
+	}
+	stack, _ := inProgress["stack"].(string)
+	if !strings.Contains(stack, "wd_block.py:") || !strings.Contains(stack, "time.sleep(BLOCK_S)") {
+		t.Errorf("stall stack lacks the app's file:line and source line:\n%s", stack)
+	}
+	if reqs, _ := inProgress["requests"].(string); !strings.Contains(reqs, "/sleep") {
+		t.Errorf("stall record does not name the request /sleep: %q", reqs)
+	}
+	wg.Wait()
+	if slowErr != nil {
+		t.Fatalf("/sleep failed: %v", slowErr)
+	}
+	select {
+	case d := <-healthDone:
+		if d > 5*time.Second {
+			t.Errorf("/health took %v after the loop was free", d)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("/health never answered after the stall")
+	}
+	// The final record, /debug/stalls and the metrics.
+	recs := waitLogRecords(s.Logs, 2*time.Second, func(rec map[string]any) bool { return rec["msg"] == "event loop stalled" })
+	if len(recs) == 0 {
+		t.Fatalf("no final stall record:\n%s", s.Logs())
+	}
+	if d, _ := recs[0]["duration_ms"].(float64); d < 2500 {
+		t.Errorf("stall duration = %v ms; want about 3000", d)
+	}
+	resp, err := http.Get(s.Admin + "/debug/stalls")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if !strings.Contains(string(body), "time.sleep(BLOCK_S)") {
+		t.Errorf("/debug/stalls lacks the stall's stack: %s", body)
+	}
+	if strings.Contains(s.Logs(), "worker exited") || strings.Contains(s.Logs(), "worker started\",\"worker\":\"1\",\"pid\"") && strings.Count(s.Logs(), "\"worker started\"") > 1 {
+		t.Errorf("the worker was restarted during a stall")
+	}
+}
+
+func TestWatchdog_Blockers(t *testing.T) {
+	rows := []struct {
+		id, path, frame string // frame: a text the innermost app frame's lines must contain
+	}{
+		{"cpu-pure-python", "/cpu", "busy_python"},
+		{"c-call-holding-gil", "/regex", `re.match(r"(a+)+b"`},
+		{"blocking-socket-read", "/socket", "a.recv(1)"},
+		{"lock-held-elsewhere", "/lock", "_lock.acquire()"},
+		{"long-sqlite-query", "/sqlite", "db.execute("},
+	}
+	for _, row := range rows {
+		t.Run(row.id, func(t *testing.T) {
+			s := Start(t, "--lifespan", "off", "wd_block:app")
+			done := make(chan error, 1)
+			go func() {
+				resp, err := http.Get(s.URL + row.path)
+				if err == nil {
+					io.Copy(io.Discard, resp.Body)
+					resp.Body.Close()
+				}
+				done <- err
+			}()
+			// The in-progress record must come while the call still blocks.
+			var rec map[string]any
+			deadline := time.Now().Add(2 * time.Second)
+			for rec == nil && time.Now().Before(deadline) {
+				select {
+				case err := <-done:
+					t.Fatalf("the blocking call returned (%v) before an in-progress record:\n%s", err, s.Logs())
+				default:
+				}
+				for _, r := range stallRecords(s) {
+					if r["msg"] == "event loop stalled, still blocked" {
+						rec = r
+					}
+				}
+				time.Sleep(20 * time.Millisecond)
+			}
+			if rec == nil {
+				t.Fatalf("no in-progress stall record within 2 s:\n%s", s.Logs())
+			}
+			stack, _ := rec["stack"].(string)
+			if !strings.Contains(stack, "wd_block.py:") || !strings.Contains(stack, row.frame) {
+				t.Errorf("stack lacks the app frame %q:\n%s", row.frame, stack)
+			}
+			if err := <-done; err != nil {
+				t.Fatalf("GET %s: %v", row.path, err)
+			}
+			final := waitLogRecords(s.Logs, 2*time.Second, func(r map[string]any) bool { return r["msg"] == "event loop stalled" })
+			if len(final) == 0 {
+				t.Fatalf("no final stall record")
+			}
+			if n, _ := final[0]["samples"].(float64); n < 100 {
+				t.Errorf("samples = %v for a ~3 s stall; want at least 100", n)
+			}
+		})
+	}
+}
+
+func TestWatchdog_ReadyzWhileStalled(t *testing.T) {
+	s := Start(t, "--lifespan", "off", "wd_block:app")
+	go http.Get(s.URL + "/sleep")
+	time.Sleep(700 * time.Millisecond)
+	resp, err := http.Get(s.Admin + "/readyz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 503 || !strings.Contains(string(body), "stalled") {
+		t.Errorf("/readyz during a stall = %d %q; want 503 naming the stall", resp.StatusCode, body)
+	}
+	live, err := http.Get(s.Admin + "/livez")
+	if err != nil || live.StatusCode != 200 {
+		t.Errorf("/livez during a stall = %v %v; want 200", live, err)
+	}
+}
+
+func TestWatchdog_NoFalseAlarm(t *testing.T) {
+	s := Start(t, "asgi_hello:app")
+	deadline := time.Now().Add(5 * time.Second)
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	failures := 0
+	for i := 0; i < 8; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for time.Now().Before(deadline) {
+				resp, err := http.Get(s.URL + "/")
+				if err != nil {
+					mu.Lock()
+					failures++
+					mu.Unlock()
+					continue
+				}
+				io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+			}
+		}()
+	}
+	wg.Wait()
+	if failures > 0 {
+		t.Errorf("%d requests failed under load", failures)
+	}
+	if recs := stallRecords(s); len(recs) > 0 {
+		t.Errorf("a stall was reported under plain load: %v", recs[0])
+	}
+}
+
+func TestWatchdog_SlowWSGIRequest(t *testing.T) {
+	s := Start(t, "--slow-request-threshold", "1s", "wd_slow_wsgi:app")
+	code, body := s.Get(t, "/slow")
+	if code != 200 || body != "done" {
+		t.Fatalf("GET /slow = %d %q", code, body)
+	}
+	recs := waitLogRecords(s.Logs, 2*time.Second, func(r map[string]any) bool { return r["msg"] == "slow request" })
+	if len(recs) < 2 {
+		t.Fatalf("%d slow-request records; want one at 1 s and one at 2 s:\n%s", len(recs), s.Logs())
+	}
+	stack, _ := recs[0]["stack"].(string)
+	if !strings.Contains(stack, "wd_slow_wsgi.py:") || !strings.Contains(stack, "time.sleep(2.5)") {
+		t.Errorf("slow-request stack lacks the app frame:\n%s", stack)
+	}
+	if p, _ := recs[0]["path"].(string); p != "/slow" {
+		t.Errorf("slow-request record path = %q", p)
+	}
+}
+
