@@ -324,11 +324,20 @@ func dialSup(t *testing.T, addr string) net.Conn {
 	return c
 }
 
-// SIGTERM under load with two workers: every request either completes
-// with 200 or is refused at connect; none that a worker accepted fails.
+// SIGTERM under load with two workers, on kept-alive connections and on a
+// new connection per request: every request either completes with 200 or
+// is refused at connect; none that reached the server fails. (Each worker
+// takes what the kernel has queued on the socket before it closes its
+// descriptor: the last close would reset those connections.)
 func TestSupervise_SIGTERMUnderLoad(t *testing.T) {
+	for _, mode := range []string{"keep-alive", "new-conns"} {
+		t.Run(mode, func(t *testing.T) { testSIGTERMUnderLoad(t, mode == "new-conns") })
+	}
+}
+
+func testSIGTERMUnderLoad(t *testing.T, fresh bool) {
 	s := Start(t, "--workers", "2", "sup_app:app")
-	load := supStartLoad(t, s, 16, "/")
+	load := supStartLoadOpt(t, s, 16, "/", fresh)
 	time.Sleep(time.Second)
 	s.Signal(syscall.SIGTERM)
 	if code := s.Wait(15 * time.Second); code != 0 {
@@ -735,5 +744,53 @@ func TestSupervise_StuckWorkerGate(t *testing.T) {
 	t.Logf("40 new connections during a 3 s stall of one worker: %d waited > 1 s, %d failed", slow, failed)
 	if failed > 0 || slow > 3 {
 		t.Errorf("%d of 40 requests waited > 1 s (%d failed); want at most 3: the stuck worker should stop accepting", slow, failed)
+	}
+}
+
+// B28 with the accept gate: both workers busy (one Python thread each), so
+// further connections wait in the kernel's queue of the shared socket, not
+// in a worker. SIGTERM: those requests were sent and must be served too
+// (each worker takes what is queued before it closes its descriptor; the
+// last close would reset them), with Connection: close, and exit 0.
+func TestSupervise_B28_QueuedInKernel(t *testing.T) {
+	s := Start(t, "--workers", "2", "--blocking-threads", "1", "sup_app:app")
+	type result struct {
+		code  int
+		body  string
+		close bool
+		err   error
+	}
+	const n = 10
+	results := make(chan result, n)
+	send := func(path string) {
+		c := dialSup(t, s.Addr)
+		io.WriteString(c, "GET "+path+" HTTP/1.1\r\nHost: a\r\n\r\n")
+		go func() {
+			defer c.Close()
+			c.SetReadDeadline(time.Now().Add(20 * time.Second))
+			resp, err := http.ReadResponse(bufio.NewReader(c), &http.Request{Method: "GET"})
+			if err != nil {
+				results <- result{err: err}
+				return
+			}
+			b, _ := io.ReadAll(resp.Body)
+			results <- result{code: resp.StatusCode, body: string(b), close: resp.Close}
+		}()
+	}
+	// Two busy workers, one queued request each (the gate closes), then
+	// the rest wait in the kernel.
+	for i := 0; i < n; i++ {
+		send("/sleep?0.5")
+		time.Sleep(50 * time.Millisecond)
+	}
+	s.Signal(syscall.SIGTERM)
+	for i := 0; i < n; i++ {
+		r := <-results
+		if r.err != nil || r.code != 200 || !strings.HasPrefix(r.body, "done") {
+			t.Errorf("request %d = %d %q %v; want 200 \"done\": it was sent before SIGTERM", i, r.code, r.body, r.err)
+		}
+	}
+	if code := s.Wait(15 * time.Second); code != 0 {
+		t.Fatalf("exit status = %d; want 0", code)
 	}
 }

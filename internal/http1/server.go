@@ -121,6 +121,8 @@ type Server struct {
 	listeners map[net.Listener]struct{} // guarded by mu
 	conns     map[*conn]struct{}        // guarded by mu
 	closing   atomic.Bool               // set by Shutdown and Close
+	forced    atomic.Bool               // set by Close: refuse connections accepted from now on
+	serving   atomic.Int64              // Serve loops running; Shutdown waits for them (newConn)
 	nconns    atomic.Int64
 	inflight  atomic.Int64
 
@@ -194,12 +196,14 @@ func (s *Server) Serve(ln net.Listener) error {
 		s.conns = make(map[*conn]struct{})
 	}
 	s.listeners[ln] = struct{}{}
+	s.serving.Add(1)
 	s.mu.Unlock()
 	defer func() {
 		s.mu.Lock()
 		delete(s.listeners, ln)
 		s.mu.Unlock()
 		ln.Close()
+		s.serving.Add(-1)
 	}()
 
 	var backoff time.Duration
@@ -228,8 +232,9 @@ func (s *Server) Serve(ln net.Listener) error {
 }
 
 // Shutdown stops accepting, closes idle connections (including new ones
-// that have not sent a byte yet), and waits for the others: a request in
-// progress finishes and its response carries "Connection: close". It
+// that have sent nothing within newConnGrace of their accept), and waits
+// for the others: a request in progress finishes and its response carries
+// "Connection: close". It
 // returns nil when all connections are gone, or ctx.Err() after
 // force-closing them when ctx is done first.
 func (s *Server) Shutdown(ctx context.Context) error {
@@ -240,7 +245,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	defer t.Stop()
 	for {
 		s.closeIdle()
-		if s.nconns.Load() == 0 {
+		if s.nconns.Load() == 0 && s.serving.Load() == 0 {
 			return nil
 		}
 		select {
@@ -255,6 +260,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 // Close closes the listeners and every connection at once. Handlers still
 // running see write errors (ErrClientGone). Serve returns ErrServerClosed.
 func (s *Server) Close() error {
+	s.forced.Store(true)
 	s.closing.Store(true)
 	s.closeListeners()
 	s.runOnShutdown()
@@ -334,10 +340,19 @@ func (s *Server) newConn(rwc net.Conn, lim limits) *conn {
 	c.body.c = c
 	c.req.Body = &c.body
 	c.req.RemoteAddr, c.req.LocalAddr = rwc.RemoteAddr(), rwc.LocalAddr()
+	// A connection accepted while Shutdown runs (Accept returned just
+	// before the listener closed) is served like any other: its request
+	// may be on the wire (newConnGrace); Shutdown waits for the Serve
+	// loops, so it is counted before Shutdown can return. Only Close
+	// refuses it.
 	s.mu.Lock()
-	if s.shuttingDown() {
+	if s.forced.Load() {
 		s.mu.Unlock()
 		rwc.Close()
+		c.br.Reset(nil)
+		readerPool.Put(c.br)
+		c.bw.Reset(nil)
+		writerPool.Put(c.bw)
 		return nil
 	}
 	s.conns[c] = struct{}{}

@@ -682,3 +682,60 @@ func TestServer_ShutdownFreshConn(t *testing.T) {
 		t.Errorf("Shutdown = %v", err)
 	}
 }
+
+// lateListener returns one more connection from Accept after Close: the
+// race where accept(2) succeeded just before Shutdown closed the listener.
+type lateListener struct {
+	net.Listener
+	closed chan struct{}
+	late   net.Conn
+	once   sync.Once
+}
+
+func (l *lateListener) Accept() (net.Conn, error) {
+	<-l.closed
+	var c net.Conn
+	l.once.Do(func() { c = l.late })
+	if c != nil {
+		return c, nil
+	}
+	return nil, net.ErrClosed
+}
+
+func (l *lateListener) Close() error {
+	select {
+	case <-l.closed:
+	default:
+		close(l.closed)
+	}
+	return nil
+}
+
+// TestServer_ShutdownServesLateAccept: a connection whose accept returned
+// as Shutdown began is served (Connection: close), and Shutdown waits for
+// it, instead of closing it unanswered.
+func TestServer_ShutdownServesLateAccept(t *testing.T) {
+	server, client := net.Pipe()
+	defer client.Close()
+	ln := &lateListener{closed: make(chan struct{}), late: server}
+	s := &Server{Handler: HandlerFunc(func(w *ResponseWriter, r *Request) {
+		w.WriteSimple(200, "text/plain", []byte("ok"), nil)
+	})}
+	served := make(chan error, 1)
+	go func() { served <- s.Serve(ln) }()
+	time.Sleep(20 * time.Millisecond) // Serve is in Accept
+	go io.WriteString(client, "GET / HTTP/1.1\r\nHost: a\r\n\r\n")
+	done := make(chan error, 1)
+	go func() { done <- s.Shutdown(context.Background()) }()
+	client.SetReadDeadline(time.Now().Add(2 * time.Second))
+	out, _ := io.ReadAll(client)
+	if !strings.HasPrefix(string(out), "HTTP/1.1 200") || !strings.Contains(string(out), "Connection: close\r\n") {
+		t.Errorf("response = %q; want 200 with Connection: close", out)
+	}
+	if err := <-done; err != nil {
+		t.Errorf("Shutdown = %v", err)
+	}
+	if err := <-served; !errors.Is(err, ErrServerClosed) {
+		t.Errorf("Serve = %v; want ErrServerClosed", err)
+	}
+}

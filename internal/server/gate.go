@@ -5,7 +5,10 @@ import (
 	"os"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"turnstile/internal/python"
 )
@@ -81,7 +84,13 @@ type gate struct {
 	closed  chan struct{}
 	once    sync.Once
 	gated   atomic.Int64 // times Accept found the gate closed
+
+	mu      sync.Mutex
+	pending []net.Conn // drained at Close, handed out by Accept; guarded by mu
 }
+
+// maxDrain bounds the connections Close takes from the kernel's queue.
+const maxDrain = 4096
 
 // theGate is the worker's gate, woken by the request tracker.
 var theGate atomic.Pointer[gate]
@@ -94,8 +103,12 @@ func newGate(ln net.Listener, mode string) *gate {
 	return g
 }
 
-// Accept waits until the worker has room, then accepts.
+// Accept waits until the worker has room, then accepts. After Close it
+// returns the connections Close drained, then net.ErrClosed.
 func (g *gate) Accept() (net.Conn, error) {
+	if c := g.pop(); c != nil {
+		return c, nil
+	}
 	if g.full() {
 		g.gated.Add(1)
 		g.waiting.Store(true)
@@ -108,13 +121,87 @@ func (g *gate) Accept() (net.Conn, error) {
 			case <-g.closed:
 				t.Stop()
 				g.waiting.Store(false)
+				if c := g.pop(); c != nil {
+					return c, nil
+				}
 				return nil, net.ErrClosed
 			}
 		}
 		t.Stop()
 		g.waiting.Store(false)
 	}
-	return g.Listener.Accept()
+	c, err := g.Listener.Accept()
+	if err != nil {
+		if p := g.pop(); p != nil {
+			return p, nil
+		}
+	}
+	return c, err
+}
+
+func (g *gate) pop() net.Conn {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if len(g.pending) == 0 {
+		return nil
+	}
+	c := g.pending[0]
+	g.pending = g.pending[1:]
+	return c
+}
+
+// Close closes this worker's descriptor of the listening socket. It first
+// takes the connections the kernel has already queued on the socket
+// (accept4 until EAGAIN), and Accept hands them to the server, which
+// serves them while it shuts down: when the last process closes a
+// listening socket, the kernel resets every connection still in its
+// queue, requests already sent included. At a full stop the master has
+// closed its descriptor first, so the last worker to close drains the
+// queue — which the gate may have filled while every worker was busy. In
+// a rolling restart the queue is nearly empty: the ready replacement
+// accepts.
+func (g *gate) Close() error {
+	g.once.Do(func() {
+		g.drain()
+		close(g.closed)
+	})
+	return g.Listener.Close()
+}
+
+func (g *gate) drain() {
+	sc, ok := g.Listener.(syscall.Conn)
+	if !ok {
+		return
+	}
+	rc, err := sc.SyscallConn()
+	if err != nil {
+		return
+	}
+	var fds []int
+	rc.Control(func(fd uintptr) {
+		for len(fds) < maxDrain {
+			nfd, _, err := unix.Accept4(int(fd), unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC)
+			if err == unix.EINTR || err == unix.ECONNABORTED {
+				continue
+			}
+			if err != nil {
+				return // EAGAIN: the queue is empty
+			}
+			fds = append(fds, nfd)
+		}
+	})
+	var conns []net.Conn
+	for _, fd := range fds {
+		f := os.NewFile(uintptr(fd), "drained")
+		c, err := net.FileConn(f) // a dup; f is closed below
+		f.Close()
+		if err == nil {
+			conns = append(conns, c)
+		}
+	}
+	g.mu.Lock()
+	g.pending = append(g.pending, conns...)
+	g.mu.Unlock()
 }
 
 // wake makes a waiting Accept look at the pool again.
@@ -125,12 +212,6 @@ func (g *gate) wake() {
 		default:
 		}
 	}
-}
-
-// Close closes the listener and releases a waiting Accept.
-func (g *gate) Close() error {
-	g.once.Do(func() { close(g.closed) })
-	return g.Listener.Close()
 }
 
 // wakeGate wakes the worker's gate, if it has one.
