@@ -95,16 +95,15 @@ ts_asgi_slot_new(int index, int done_fd)
 {
     ts_asgi_slot *s;
 
-    pthread_mutex_lock(&flock);
-    if (nfree > 0) {
-        s = free_slots[--nfree];
+    if (done_fd < 0) {
+        /* Reuse a free slot, with its own index and eventfd, or NULL. */
+        pthread_mutex_lock(&flock);
+        s = nfree > 0 ? free_slots[--nfree] : NULL;
         pthread_mutex_unlock(&flock);
         return s;
     }
-    pthread_mutex_unlock(&flock);
-    if (done_fd < 0) {
-        return NULL;  /* the caller only wanted a free one */
-    }
+    /* A new slot for the caller's fresh eventfd: never a recycled one,
+     * whose eventfd the loop would signal instead. */
     s = calloc(1, sizeof(*s));
     if (s == NULL) {
         return NULL;

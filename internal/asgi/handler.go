@@ -63,8 +63,11 @@ type slot struct {
 	path  []byte
 	lower []byte
 	buf   []byte // request body chunks
-	addrs reqblock.AddrCache
-	evbuf [8]byte
+	// bodyEOF: the loop has the whole request body; a want_body then asks
+	// to watch for the client leaving.
+	bodyEOF bool
+	addrs   reqblock.AddrCache
+	evbuf   [8]byte
 }
 
 var slots struct {
@@ -166,9 +169,11 @@ func (h *Handler) ServeHTTP1(w *http1.ResponseWriter, r *http1.Request) {
 		return
 	}
 	disconnect := func() { C.ts_asgi_push(C.TS_EV_DISCONNECT, s.c, gen, nil, 0, 0) }
-	if bodyDone {
-		w.NotifyClose(disconnect)
-	}
+	// The client leaving is watched for only once the app waits for it
+	// (a receive() after the whole body, which asks through want_body):
+	// watching every request costs a goroutine and a wake-up each, and an
+	// app learns of a disconnect only from receive() or a failed send().
+	s.bodyEOF = bodyDone
 
 	// 3. Serve the loop's output until the response is complete.
 	status = s.serve(h, w, r, gen, disconnect)
@@ -231,7 +236,11 @@ func (s *slot) serve(h *Handler, w *http1.ResponseWriter, r *http1.Request, gen 
 			}
 		}
 		if t.want_body != 0 {
-			s.readBody(w, r, gen, disconnect)
+			if s.bodyEOF {
+				w.NotifyClose(disconnect)
+			} else {
+				s.readBody(w, r, gen, disconnect)
+			}
 		}
 		if t.app_done != 0 {
 			if t.error != nil {
@@ -275,7 +284,7 @@ func (s *slot) readBody(w *http1.ResponseWriter, r *http1.Request, gen C.uint32_
 		}
 		C.ts_asgi_push(C.TS_EV_BODY, s.c, gen, p, C.size_t(n), more)
 		if more == 0 {
-			w.NotifyClose(disconnect)
+			s.bodyEOF = true
 		}
 		return
 	}

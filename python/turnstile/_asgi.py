@@ -67,7 +67,9 @@ class HTTPCycle:
             return self.messages.popleft()
         if self.disconnected or self.complete:
             return {"type": "http.disconnect"}
-        if not self.body_done and not self.asked:
+        if not self.asked:
+            # Before the end of the body: the next chunk. After it: watch
+            # for the client leaving (Go starts that only when asked).
             self.asked = True
             self.chan.want_body()
         fut = self.loop.create_future()
@@ -163,7 +165,7 @@ async def _run_http(app, cycle):
             _log(ERROR, "ASGI app raised on %s %s\n%s" % (scope.get("method"), scope.get("path"), format_exception(exc)))
             cycle.chan.done("error")
     else:
-        if not cycle.started:
+        if not cycle.started and not cycle.disconnected:
             scope = cycle.scope
             _log(ERROR, "ASGI app returned without sending a response on %s %s: answered 500" % (scope.get("method"), scope.get("path")))
         cycle.chan.done(None)
