@@ -227,4 +227,3 @@ func TestWatchdog_SlowWSGIRequest(t *testing.T) {
 		t.Errorf("slow-request record path = %q", p)
 	}
 }
-

@@ -29,7 +29,7 @@ func run() int {
 	cmd := &cobra.Command{
 		Use:   "turnstile [flags] MODULE:ATTR",
 		Short: "An application server for Python web apps, written in Go",
-		Long: "turnstile serves a WSGI app (PEP 3333) from CPython " + python.BuildMinor + " embedded in this binary.\n" +
+		Long: "turnstile serves a WSGI (PEP 3333) or ASGI 3.0 app from CPython " + python.BuildMinor + " embedded in this binary.\n" +
 			"Go owns the sockets and parsers; Python threads only run the app.",
 		Args:          cobra.ExactArgs(1),
 		SilenceUsage:  true,
@@ -67,11 +67,16 @@ func run() int {
 	f.IntVar(&cfg.BlockingThreads, "threads", config.DefaultBlockingThreads, "alias of --blocking-threads")
 	f.IntVar(&cfg.QueueSize, "queue-size", config.DefaultQueueSize, "requests that may wait for a Python thread; more get 503")
 	f.DurationVar(&cfg.QueueTimeout, "queue-timeout", config.DefaultQueueTimeout, "longest wait for a Python thread before 503 (negative: no limit)")
+	f.StringVar(&cfg.Lifespan, "lifespan", "auto", "ASGI lifespan: auto, on or off")
+	f.StringVar(&cfg.Loop, "loop", "auto", "ASGI event loop: auto (uvloop if installed), asyncio or uvloop")
+	f.IntVar(&cfg.ExecutorThreads, "executor-threads", config.DefaultExecutorThreads, "threads of the ASGI loop's default executor (asyncio.to_thread)")
 	f.Int64Var(&cfg.WSMaxSizeBytes, "ws-max-size", config.DefaultWSMaxSizeBytes, "largest WebSocket message in bytes; larger closes with 1009")
 	f.IntVar(&cfg.WSMaxQueue, "ws-max-queue", config.DefaultWSMaxQueue, "WebSocket messages that may wait for the app's receive() before reading pauses")
 	f.Var(seconds(&cfg.WSPingInterval, config.DefaultWSPingInterval), "ws-ping-interval", "ping WebSocket clients this often (seconds or a duration; 0 = never)")
 	f.Var(seconds(&cfg.WSPingTimeout, config.DefaultWSPingTimeout), "ws-ping-timeout", "close a WebSocket whose pong is this late with 1011 (seconds or a duration; 0 = never)")
 	f.BoolVar(&cfg.WSPerMessageDeflate, "ws-per-message-deflate", true, "negotiate permessage-deflate with WebSocket clients (--ws-per-message-deflate=false: off)")
+	f.DurationVar(&cfg.LoopStallThreshold, "loop-stall-threshold", config.DefaultLoopStallThreshold, "log the stack of an event loop blocked this long (0: off)")
+	f.DurationVar(&cfg.SlowRequestThreshold, "slow-request-threshold", config.DefaultSlowRequestThreshold, "log the stack of a WSGI request running this long (0: off)")
 	f.Float64Var(&cfg.SwitchInterval, "switch-interval", 0, "sys.setswitchinterval in seconds (0: CPython's 0.005)")
 	f.IntVar(&cfg.Workers, "workers", 1, "worker processes, each with its own CPython, under a master")
 	f.Var(seconds(&cfg.StartupTimeout, config.DefaultStartupTimeout), "startup-timeout", "longest a worker may take to import the app and serve (seconds or a duration)")

@@ -16,6 +16,9 @@ const (
 	DefaultPort                  = 8000
 	DefaultBacklog               = 2048
 	DefaultBlockingThreads       = 4
+	DefaultExecutorThreads       = 8
+	DefaultLoopStallThreshold    = 100 * time.Millisecond
+	DefaultSlowRequestThreshold  = 10 * time.Second
 	DefaultQueueSize             = 1024
 	DefaultQueueTimeout          = 30 * time.Second
 	DefaultAdminBind             = "127.0.0.1:9191"
@@ -75,6 +78,15 @@ type Config struct {
 	// thread running Python bytecode keeps the GIL while another waits.
 	// Default 0: CPython's own (0.005).
 	SwitchInterval float64 `json:"switch_interval,omitempty"`
+	// Lifespan is the ASGI lifespan mode: auto (use it if the app supports
+	// it), on (require it) or off. Default auto.
+	Lifespan string `json:"lifespan,omitempty"`
+	// Loop is the asyncio event loop for ASGI apps: auto (uvloop when
+	// installed), asyncio or uvloop. Default auto.
+	Loop string `json:"loop,omitempty"`
+	// ExecutorThreads is the size of the loop's default executor
+	// (run_in_executor(None), asyncio.to_thread). Default 8.
+	ExecutorThreads int `json:"executor_threads,omitempty"`
 	// WSMaxSizeBytes is the largest WebSocket message accepted, in bytes
 	// (after decompression); a larger one, or a frame header announcing
 	// one, closes the connection with 1009. Default 16 MiB (uvicorn's
@@ -96,6 +108,15 @@ type Config struct {
 	// (RFC 7692) with WebSocket clients that offer it. Default on (the
 	// flag's default); the zero value is off.
 	WSPerMessageDeflate bool `json:"ws_per_message_deflate,omitempty"`
+	// LoopStallThreshold: an event loop that has not turned for this long
+	// is stalled; the watchdog samples its stack and logs it. Default
+	// 100ms (DefaultLoopStallThreshold, the flag's default); zero disables,
+	// as uvicorn users expect of a threshold.
+	LoopStallThreshold time.Duration `json:"loop_stall_threshold,omitempty"`
+	// SlowRequestThreshold: a WSGI request running this long has its
+	// Python stack logged, and again at each doubling. Default 10s
+	// (DefaultSlowRequestThreshold, the flag's default); zero disables.
+	SlowRequestThreshold time.Duration `json:"slow_request_threshold,omitempty"`
 	// Workers is the number of worker processes the master runs, each
 	// with its own CPython (gunicorn's --workers). Default 1: a master and
 	// one worker.
@@ -196,6 +217,17 @@ func (c *Config) ApplyDefaults() {
 	if c.Host == "" {
 		c.Host = DefaultHost
 	}
+	if c.Lifespan == "" {
+		c.Lifespan = "auto"
+	}
+	if c.Loop == "" {
+		c.Loop = "auto"
+	}
+	set(&c.ExecutorThreads, DefaultExecutorThreads)
+	set(&c.WSMaxQueue, DefaultWSMaxQueue)
+	if c.WSMaxSizeBytes == 0 {
+		c.WSMaxSizeBytes = DefaultWSMaxSizeBytes
+	}
 	set(&c.Backlog, DefaultBacklog)
 	set(&c.BlockingThreads, DefaultBlockingThreads)
 	set(&c.QueueSize, DefaultQueueSize)
@@ -210,10 +242,6 @@ func (c *Config) ApplyDefaults() {
 	setD(&c.TimeoutBody, DefaultTimeoutBody)
 	setD(&c.TimeoutWrite, DefaultTimeoutWrite)
 	setD(&c.StartupTimeout, DefaultStartupTimeout)
-	set(&c.WSMaxQueue, DefaultWSMaxQueue)
-	if c.WSMaxSizeBytes == 0 {
-		c.WSMaxSizeBytes = DefaultWSMaxSizeBytes
-	}
 	if c.AdminBind == "" {
 		c.AdminBind = DefaultAdminBind
 	}
@@ -238,6 +266,19 @@ func (c *Config) Validate() error {
 	case "auto", "wsgi", "asgi":
 	default:
 		bad("--interface %q: want auto, wsgi or asgi", c.Interface)
+	}
+	switch c.Lifespan {
+	case "auto", "on", "off":
+	default:
+		bad("--lifespan %q: want auto, on or off", c.Lifespan)
+	}
+	switch c.Loop {
+	case "auto", "asyncio", "uvloop":
+	default:
+		bad("--loop %q: want auto, asyncio or uvloop", c.Loop)
+	}
+	if c.ExecutorThreads < 1 || c.ExecutorThreads > 1024 {
+		bad("--executor-threads %d: want 1..1024", c.ExecutorThreads)
 	}
 	if c.WSMaxSizeBytes < 1 {
 		bad("--ws-max-size %d: want bytes, at least 1", c.WSMaxSizeBytes)

@@ -6,6 +6,7 @@ package server
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -22,9 +23,11 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"turnstile/internal/asgi"
 	"turnstile/internal/config"
 	"turnstile/internal/http1"
 	"turnstile/internal/python"
+	"turnstile/internal/watchdog"
 	"turnstile/internal/wsgi"
 	pysrc "turnstile/python"
 )
@@ -88,7 +91,7 @@ func Run(cfg *config.Config, log *slog.Logger) int {
 		Interface:      cfg.Interface,
 		SwitchInterval: cfg.SwitchInterval,
 		Workers:        cfg.Workers,
-		AfterLoad:      []unsafe.Pointer{wsgi.AfterLoad},
+		AfterLoad:      []unsafe.Pointer{wsgi.AfterLoad, asgi.AfterLoad},
 	})
 	if err != nil {
 		var pe *python.Error
@@ -99,31 +102,10 @@ func Run(cfg *config.Config, log *slog.Logger) int {
 		}
 		return ExitFailed
 	}
-	if kind != "wsgi" {
-		log.Error(fmt.Sprintf("turnstile: %s is an ASGI app; ASGI is not served yet (use --interface wsgi to force WSGI)", cfg.App))
-		return ExitFailed
-	}
-	if err := python.StartPool(cfg.BlockingThreads, cfg.QueueSize); err != nil {
+	h, stopInterface, err := startInterface(kind, cfg, log, m)
+	if err != nil {
 		log.Error(err.Error())
 		return ExitFailed
-	}
-
-	h := &wsgi.Handler{ScriptName: cfg.RootPath, Logger: log}
-	if cfg.QueueTimeout > 0 {
-		h.QueueTimeout = cfg.QueueTimeout
-	}
-	access := cfg.AccessLog
-	if m != nil || access {
-		h.Done = func(r *http1.Request, res wsgi.Result) {
-			if m != nil {
-				m.observe(res)
-			}
-			if access {
-				log.Info("access", "remote", addrString(r.RemoteAddr), "method", string(r.Method), "target", string(r.Target),
-					"status", res.Status, "duration_ms", float64(res.Duration.Microseconds())/1000,
-					"queue_wait_us", res.QueueWait.Microseconds(), "gil_wait_us", res.GILWait.Microseconds())
-			}
-		}
 	}
 	srv = http1.Server{
 		Handler:             track(h, cfg, log),
@@ -171,11 +153,7 @@ func Run(cfg *config.Config, log *slog.Logger) int {
 	if err := srv.Shutdown(ctx); err != nil {
 		log.Warn("graceful timeout passed: connections closed", "err", err)
 	}
-	if !python.StopPool(time.Until(deadline) + time.Second) {
-		log.Warn("pool threads still running at exit")
-		return ExitOK
-	}
-	python.Shutdown()
+	stopInterface(deadline)
 	if ownsUDS(cfg) {
 		os.Remove(cfg.UDS)
 	}
@@ -265,12 +243,27 @@ func startAdmin(cfg *config.Config, log *slog.Logger, ready *atomic.Bool, m *met
 			w.Write([]byte("not ready: starting or stopping\n"))
 			return
 		}
-		if s := python.Stats(); s.Queued >= s.QueueSize {
+		if s := python.Stats(); s.Threads > 0 && s.Queued >= s.QueueSize {
 			w.WriteHeader(http.StatusServiceUnavailable)
 			w.Write([]byte("not ready: request queue full\n"))
 			return
 		}
+		if wd := activeWatchdog.Load(); wd != nil {
+			if age := wd.Stalled(); age > 0 {
+				w.WriteHeader(http.StatusServiceUnavailable)
+				fmt.Fprintf(w, "not ready: event loop stalled for %d ms\n", age.Milliseconds())
+				return
+			}
+		}
 		w.Write([]byte("ok\n"))
+	})
+	mux.HandleFunc("/debug/stalls", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		stalls := []watchdog.Stall{}
+		if wd := activeWatchdog.Load(); wd != nil {
+			stalls = append(stalls, wd.Stalls()...)
+		}
+		json.NewEncoder(w).Encode(stalls)
 	})
 	mux.Handle("/metrics", promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{}))
 	hs := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelDebug)}
