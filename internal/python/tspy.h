@@ -118,6 +118,25 @@ PyThreadState *ts_pool_tstate(int i);
 /* The longest a pool thread has been waiting to attach, in ns (0: none). */
 int64_t ts_pool_oldest_wait(int64_t now);
 
+/* ---- buffers and header checks (bytes.c) ----------------------------- */
+
+/* ts_buf_reserve makes *buf hold need bytes (doubling). 0, or -1 on
+ * out-of-memory with no exception set: usable without the GIL. */
+int ts_buf_reserve(char **buf, size_t *cap, size_t need);
+/* ts_buf_grow makes room for n more bytes after len, refusing to pass bound
+ * (0 = none). 0, or -1 with ValueError or MemoryError set. Attached. */
+int ts_buf_grow(char **buf, size_t *cap, size_t len, size_t n, size_t bound);
+int ts_is_tchar(unsigned char c);
+int ts_ascii_ieq(const char *a, Py_ssize_t n, const char *lit);
+/* ts_check_field validates one response header field (RFC 9110 sections
+ * 5.1, 5.5): a token name, a value without CR, LF, NUL or other controls
+ * but HTAB. 0, or -1 with ValueError set naming the header. Attached. */
+int ts_check_field(const char *name, Py_ssize_t nlen, const char *val, Py_ssize_t vlen,
+                   PyObject *name_obj, PyObject *val_obj);
+/* ts_parse_content_length parses 1*DIGIT (at most 18). 0, or -1 with
+ * ValueError set. */
+int ts_parse_content_length(const char *val, Py_ssize_t vlen, int64_t *out);
+
 /* ---- interpreter (interp.c) ------------------------------------------ */
 
 typedef struct ts_interp_config {

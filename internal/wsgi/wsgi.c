@@ -81,22 +81,7 @@ ts_wsgi_job_new(void)
 int
 ts_wsgi_reserve(ts_wsgi_job *job, size_t need)
 {
-    size_t cap = job->req_cap;
-    char *p;
-
-    if (need <= cap) {
-        return 0;
-    }
-    while (cap < need) {
-        cap *= 2;
-    }
-    p = realloc(job->req, cap);
-    if (p == NULL) {
-        return -1;
-    }
-    job->req = p;
-    job->req_cap = cap;
-    return 0;
+    return ts_buf_reserve(&job->req, &job->req_cap, need);
 }
 
 void
@@ -114,34 +99,6 @@ ts_wsgi_submit_prepare(ts_wsgi_job *job)
     job->file_offset = 0;
     job->file_count = 0;
     job->error = NULL;
-}
-
-/* grow makes room for n more bytes in *buf (len used of *cap, max bound).
- * Returns 0, or -1 with MemoryError set. */
-static int
-grow(char **buf, size_t *cap, size_t len, size_t n, size_t bound)
-{
-    size_t c = *cap;
-    char *p;
-
-    if (len + n <= c) {
-        return 0;
-    }
-    if (len + n > bound) {
-        PyErr_SetString(PyExc_MemoryError, "turnstile: response head too large");
-        return -1;
-    }
-    while (c < len + n) {
-        c *= 2;
-    }
-    p = realloc(*buf, c);
-    if (p == NULL) {
-        PyErr_NoMemory();
-        return -1;
-    }
-    *buf = p;
-    *cap = c;
-    return 0;
 }
 
 /* build_environ returns a new dict: the template, then every entry of the
@@ -228,7 +185,7 @@ append(ts_wsgi_job *job, const char *data, size_t n)
         /* A large block: write it through in OUT_MAX pieces. */
         while (n > 0) {
             size_t k = n > OUT_MAX ? OUT_MAX : n;
-            if (grow(&job->body, &job->body_cap, 0, k, OUT_MAX) < 0) {
+            if (ts_buf_grow(&job->body, &job->body_cap, 0, k, OUT_MAX) < 0) {
                 return -1;
             }
             memcpy(job->body, data, k);
@@ -241,7 +198,7 @@ append(ts_wsgi_job *job, const char *data, size_t n)
         }
         return 0;
     }
-    if (grow(&job->body, &job->body_cap, job->out_len, n, OUT_MAX) < 0) {
+    if (ts_buf_grow(&job->body, &job->body_cap, job->out_len, n, OUT_MAX) < 0) {
         return -1;
     }
     memcpy(job->body + job->out_len, data, n);
@@ -568,16 +525,6 @@ typedef struct {
     int called;
 } StartResponse;
 
-static int
-is_tchar(unsigned char c)
-{
-    /* RFC 9110 §5.6.2: tchar */
-    if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9')) {
-        return 1;
-    }
-    return c != 0 && strchr("!#$%&'*+-.^_`|~", c) != NULL;
-}
-
 /* latin1 returns the bytes of a str that must be latin-1, borrowed from a
  * new bytes object stored in *holder. NULL with an exception set. */
 static const char *
@@ -597,25 +544,6 @@ latin1(PyObject *s, const char *what, PyObject **holder, Py_ssize_t *len)
     return PyBytes_AS_STRING(*holder);
 }
 
-static int
-ascii_ieq(const char *a, Py_ssize_t n, const char *lit)
-{
-    Py_ssize_t i;
-    if ((Py_ssize_t)strlen(lit) != n) {
-        return 0;
-    }
-    for (i = 0; i < n; i++) {
-        char c = a[i];
-        if (c >= 'A' && c <= 'Z') {
-            c += 32;
-        }
-        if (c != lit[i]) {
-            return 0;
-        }
-    }
-    return 1;
-}
-
 /* add_header validates one (name, value) pair and appends it to the head,
  * unless it is a hop-by-hop field the server frames itself. */
 static int
@@ -623,7 +551,7 @@ add_header(ts_wsgi_job *job, PyObject *item, size_t *hlen)
 {
     PyObject *nh = NULL, *vh = NULL;
     const char *name, *val;
-    Py_ssize_t nlen, vlen, i;
+    Py_ssize_t nlen, vlen;
     int rc = -1;
 
     if (!PyTuple_Check(item) || PyTuple_GET_SIZE(item) != 2) {
@@ -638,63 +566,38 @@ add_header(ts_wsgi_job *job, PyObject *item, size_t *hlen)
     if (val == NULL) {
         goto done;
     }
-    if (nlen == 0) {
-        PyErr_SetString(PyExc_ValueError, "empty header name");
+    if (ts_check_field(name, nlen, val, vlen, PyTuple_GET_ITEM(item, 0), PyTuple_GET_ITEM(item, 1)) < 0) {
         goto done;
     }
-    for (i = 0; i < nlen; i++) {
-        if (!is_tchar((unsigned char)name[i])) {
-            PyErr_Format(PyExc_ValueError, "invalid header name %R (RFC 9110 section 5.1)",
-                         PyTuple_GET_ITEM(item, 0));
+    if (ts_ascii_ieq(name, nlen, "content-length")) {
+        int64_t n;
+        if (ts_parse_content_length(val, vlen, &n) < 0) {
             goto done;
-        }
-    }
-    for (i = 0; i < vlen; i++) {
-        unsigned char c = (unsigned char)val[i];
-        if ((c < 0x20 && c != '\t') || c == 0x7f) {
-            PyErr_Format(PyExc_ValueError,
-                         "invalid byte 0x%02x in the value of header %R (RFC 9110 section 5.5)",
-                         c, PyTuple_GET_ITEM(item, 0));
-            goto done;
-        }
-    }
-    if (ascii_ieq(name, nlen, "content-length")) {
-        int64_t n = 0;
-        if (vlen == 0 || vlen > 18) {
-            PyErr_Format(PyExc_ValueError, "invalid Content-Length %R", PyTuple_GET_ITEM(item, 1));
-            goto done;
-        }
-        for (i = 0; i < vlen; i++) {
-            if (val[i] < '0' || val[i] > '9') {
-                PyErr_Format(PyExc_ValueError, "invalid Content-Length %R", PyTuple_GET_ITEM(item, 1));
-                goto done;
-            }
-            n = n * 10 + (val[i] - '0');
         }
         job->content_length = n;
         rc = 0;
         goto done;  /* the server writes Content-Length itself */
     }
-    if (ascii_ieq(name, nlen, "connection")) {
+    if (ts_ascii_ieq(name, nlen, "connection")) {
         /* PEP 3333: hop-by-hop headers are the server's; honour "close" */
-        if (ascii_ieq(val, vlen, "close")) {
+        if (ts_ascii_ieq(val, vlen, "close")) {
             job->close = 1;
         }
         rc = 0;
         goto done;
     }
-    if (ascii_ieq(name, nlen, "date")) {
+    if (ts_ascii_ieq(name, nlen, "date")) {
         /* http1 writes Date (RFC 9110 §6.6.1); the field must appear once */
         rc = 0;
         goto done;
     }
-    if (ascii_ieq(name, nlen, "transfer-encoding") || ascii_ieq(name, nlen, "keep-alive")
-        || ascii_ieq(name, nlen, "te") || ascii_ieq(name, nlen, "trailer")
-        || ascii_ieq(name, nlen, "upgrade") || ascii_ieq(name, nlen, "proxy-connection")) {
+    if (ts_ascii_ieq(name, nlen, "transfer-encoding") || ts_ascii_ieq(name, nlen, "keep-alive")
+        || ts_ascii_ieq(name, nlen, "te") || ts_ascii_ieq(name, nlen, "trailer")
+        || ts_ascii_ieq(name, nlen, "upgrade") || ts_ascii_ieq(name, nlen, "proxy-connection")) {
         rc = 0;
         goto done;
     }
-    if (grow(&job->head, &job->head_cap, *hlen, nlen + vlen + 4, HEAD_MAX) < 0) {
+    if (ts_buf_grow(&job->head, &job->head_cap, *hlen, nlen + vlen + 4, HEAD_MAX) < 0) {
         goto done;
     }
     memcpy(job->head + *hlen, name, nlen);
@@ -786,7 +689,7 @@ start_response_call(StartResponse *self, PyObject *args, PyObject *kwargs)
     if (seq == NULL) {
         goto error;
     }
-    if (grow(&job->head, &job->head_cap, 0, slen, HEAD_MAX) < 0) {
+    if (ts_buf_grow(&job->head, &job->head_cap, 0, slen, HEAD_MAX) < 0) {
         goto error;
     }
     memcpy(job->head, st, slen);
