@@ -97,11 +97,15 @@ async def app(scope, receive, send):
             n = 0
             while True:
                 n += 1
-                await send({"type": "websocket.send", "text": str(n)})
                 try:
-                    msg = await asyncio.wait_for(receive(), 1.0)
-                except asyncio.TimeoutError:
-                    continue
+                    await send({"type": "websocket.send", "text": str(n)})
+                except OSError:
+                    msg = await receive()  # the websocket.disconnect that explains it
+                else:
+                    try:
+                        msg = await asyncio.wait_for(receive(), 1.0)
+                    except asyncio.TimeoutError:
+                        continue
                 if msg["type"] == "websocket.disconnect":
                     with open(marker + ".code", "w") as f:
                         f.write(str(msg["code"]))
