@@ -127,7 +127,6 @@ typedef struct ts_channel {
 } ts_channel;
 int ts_channel_live(ts_channel *ch);
 void ts_asgi_signal(ts_asgi_slot *s);          /* wake the slot's Go side; any thread */
-int ts_asgi_grow(char **buf, size_t *cap, size_t len, size_t n, size_t bound);
 size_t ts_asgi_write_buffer(void);
 int ts_ws_setup(void);
 PyObject *ts_ws_message(const char *data, size_t len, int opcode);

@@ -127,22 +127,7 @@ ts_asgi_slot_new(int index, int done_fd)
 int
 ts_asgi_reserve(ts_asgi_slot *s, size_t need)
 {
-    size_t cap = s->req_cap;
-    char *p;
-
-    if (need <= cap) {
-        return 0;
-    }
-    while (cap < need) {
-        cap *= 2;
-    }
-    p = realloc(s->req, cap);
-    if (p == NULL) {
-        return -1;
-    }
-    s->req = p;
-    s->req_cap = cap;
-    return 0;
+    return ts_buf_reserve(&s->req, &s->req_cap, need);
 }
 
 uint32_t
@@ -330,32 +315,6 @@ channel_live(Channel *self)
     return 1;
 }
 
-static int
-grow(char **buf, size_t *cap, size_t len, size_t n, size_t bound)
-{
-    size_t c = *cap;
-    char *p;
-
-    if (len + n <= c) {
-        return 0;
-    }
-    if (bound && len + n > bound) {
-        PyErr_SetString(PyExc_ValueError, "response head too large");
-        return -1;
-    }
-    while (c < len + n) {
-        c *= 2;
-    }
-    p = realloc(*buf, c);
-    if (p == NULL) {
-        PyErr_NoMemory();
-        return -1;
-    }
-    *buf = p;
-    *cap = c;
-    return 0;
-}
-
 /* Shared with websocket.c (asgi.h). */
 int
 ts_channel_live(ts_channel *ch)
@@ -369,44 +328,10 @@ ts_asgi_signal(ts_asgi_slot *s)
     signal_go(s);
 }
 
-int
-ts_asgi_grow(char **buf, size_t *cap, size_t len, size_t n, size_t bound)
-{
-    return grow(buf, cap, len, n, bound);
-}
-
 size_t
 ts_asgi_write_buffer(void)
 {
     return write_buffer;
-}
-
-static int
-is_tchar(unsigned char c)
-{
-    if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9')) {
-        return 1;
-    }
-    return c != 0 && strchr("!#$%&'*+-.^_`|~", c) != NULL;
-}
-
-static int
-ieq(const char *a, Py_ssize_t n, const char *lit)
-{
-    Py_ssize_t i;
-    if ((Py_ssize_t)strlen(lit) != n) {
-        return 0;
-    }
-    for (i = 0; i < n; i++) {
-        char c = a[i];
-        if (c >= 'A' && c <= 'Z') {
-            c += 32;
-        }
-        if (c != lit[i]) {
-            return 0;
-        }
-    }
-    return 1;
 }
 
 static const char *
@@ -490,7 +415,7 @@ channel_start(Channel *self, PyObject *args)
     }
     pthread_mutex_lock(&s->mu);
     hlen = (size_t)snprintf(line, sizeof(line), "%d %s", status, reason_phrase(status));
-    if (grow(&s->head, &s->head_cap, 0, hlen, HEAD_MAX) < 0) {
+    if (ts_buf_grow(&s->head, &s->head_cap, 0, hlen, HEAD_MAX) < 0) {
         goto error;
     }
     memcpy(s->head, line, hlen);
@@ -502,7 +427,7 @@ channel_start(Channel *self, PyObject *args)
     while ((item = PyIter_Next(it)) != NULL) {
         PyObject *seq = PySequence_Fast(item, "each header must be a [name, value] pair");
         const char *name, *val;
-        Py_ssize_t nlen, vlen, i;
+        Py_ssize_t nlen, vlen;
         int skip = 0;
 
         Py_DECREF(item);
@@ -522,47 +447,24 @@ channel_start(Channel *self, PyObject *args)
         if (val == NULL) {
             goto header_error;
         }
-        if (nlen == 0) {
-            PyErr_SetString(PyExc_ValueError, "empty header name");
+        if (ts_check_field(name, nlen, val, vlen, PySequence_Fast_GET_ITEM(seq, 0),
+                           PySequence_Fast_GET_ITEM(seq, 1)) < 0) {
             goto header_error;
         }
-        for (i = 0; i < nlen; i++) {
-            if (!is_tchar((unsigned char)name[i])) {
-                PyErr_Format(PyExc_ValueError, "invalid header name %R (RFC 9110 section 5.1)",
-                             PySequence_Fast_GET_ITEM(seq, 0));
+        if (ts_ascii_ieq(name, nlen, "content-length")) {
+            int64_t n;
+            if (ts_parse_content_length(val, vlen, &n) < 0) {
                 goto header_error;
-            }
-        }
-        for (i = 0; i < vlen; i++) {
-            unsigned char c = (unsigned char)val[i];
-            if ((c < 0x20 && c != '\t') || c == 0x7f) {
-                PyErr_Format(PyExc_ValueError, "invalid byte 0x%02x in header value %R (RFC 9110 section 5.5)",
-                             c, PySequence_Fast_GET_ITEM(seq, 1));
-                goto header_error;
-            }
-        }
-        if (ieq(name, nlen, "content-length")) {
-            int64_t n = 0;
-            if (vlen == 0 || vlen > 18) {
-                PyErr_SetString(PyExc_ValueError, "invalid content-length header");
-                goto header_error;
-            }
-            for (i = 0; i < vlen; i++) {
-                if (val[i] < '0' || val[i] > '9') {
-                    PyErr_SetString(PyExc_ValueError, "invalid content-length header");
-                    goto header_error;
-                }
-                n = n * 10 + (val[i] - '0');
             }
             cl = n;
             skip = 1;
         }
-        else if (ieq(name, nlen, "transfer-encoding") || ieq(name, nlen, "connection")
-                 || ieq(name, nlen, "keep-alive") || ieq(name, nlen, "date")) {
+        else if (ts_ascii_ieq(name, nlen, "transfer-encoding") || ts_ascii_ieq(name, nlen, "connection")
+                 || ts_ascii_ieq(name, nlen, "keep-alive") || ts_ascii_ieq(name, nlen, "date")) {
             skip = 1;  /* framing and Date are the server's */
         }
         if (!skip) {
-            if (grow(&s->head, &s->head_cap, s->status_len + s->header_len, nlen + vlen + 4, HEAD_MAX) < 0) {
+            if (ts_buf_grow(&s->head, &s->head_cap, s->status_len + s->header_len, nlen + vlen + 4, HEAD_MAX) < 0) {
                 goto header_error;
             }
             hlen = s->status_len + s->header_len;
@@ -622,7 +524,7 @@ channel_body(Channel *self, PyObject *args)
         return NULL;
     }
     pthread_mutex_lock(&s->mu);
-    if (n > 0 && grow(&s->out, &s->out_cap, s->out_len, n, 0) < 0) {
+    if (n > 0 && ts_buf_grow(&s->out, &s->out_cap, s->out_len, n, 0) < 0) {
         pthread_mutex_unlock(&s->mu);
         return NULL;
     }

@@ -110,7 +110,7 @@ append_record(ts_asgi_slot *s, int kind, const char *a, size_t alen, const char 
         return -1;
     }
     pthread_mutex_lock(&s->mu);
-    if (ts_asgi_grow(&s->out, &s->out_cap, s->out_len, TS_WS_RECORD_HDR + n, 0) < 0) {
+    if (ts_buf_grow(&s->out, &s->out_cap, s->out_len, TS_WS_RECORD_HDR + n, 0) < 0) {
         pthread_mutex_unlock(&s->mu);
         return -1;
     }
