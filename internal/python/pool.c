@@ -26,7 +26,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 int ts_pool_threads;
@@ -39,12 +38,6 @@ static long queue_bound;
 static int stopping;             /* guarded by lock */
 static pthread_t *tids;
 
-/* The waker (see ts_pool_submit): a plain pthread, never attached. */
-static pthread_cond_t wcond = PTHREAD_COND_INITIALIZER;
-static int waker_sleeping;       /* guarded by lock: in an untimed wait */
-static pthread_t waker_tid;
-static int waker_started;
-static void *waker_main(void *arg);
 static ts_thread *threads;
 static PyInterpreterState *interp;
 
@@ -151,61 +144,13 @@ ts_pool_start(int n, int queue_size, size_t stack_bytes)
         }
     }
     pthread_attr_destroy(&attr);
-    if (n > 1 && ts_turn_enabled) {
-        rc = pthread_create(&waker_tid, NULL, waker_main, NULL);
-        if (rc != 0) {
-            errno = rc;
-            return -1;
-        }
-        waker_started = 1;
-    }
     return 0;
 }
 
-/* waker_main wakes an idle pool thread for a job that has waited a slice
- * without one: the submitter did not wake a thread because the GIL was
- * held (ts_pool_submit), and the holder may be running a long job. */
-static void *
-waker_main(void *arg)
-{
-    (void)pthread_setname_np(pthread_self(), "ts-py-wake");  /* cosmetic */
-    pthread_mutex_lock(&lock);
-    while (!stopping) {
-        struct timespec until;
-        int64_t due;
-
-        if (head == NULL || idle == 0) {
-            waker_sleeping = 1;
-            pthread_cond_wait(&wcond, &lock);
-            waker_sleeping = 0;
-            continue;
-        }
-        due = head->enqueued_ns + TS_SLICE_NS;
-        if (ts_now_ns() >= due) {
-            pthread_cond_signal(&cond);
-            due = ts_now_ns() + TS_SLICE_NS;  /* give it a slice to take the job */
-        }
-        until.tv_sec = due / 1000000000LL;
-        until.tv_nsec = due % 1000000000LL;
-        (void)pthread_cond_timedwait(&wcond, &lock, &until);  /* ETIMEDOUT is the point */
-    }
-    pthread_mutex_unlock(&lock);
-    return NULL;
-}
-
-/* ts_pool_submit queues job and decides whom to wake (the turnstile's
- * dispatch half). An idle thread is woken when it could run at once: no
- * pool thread is busy (nobody else will take the job), or the GIL is free
- * (a busy thread is blocked in I/O or sleeping). While the GIL is held by
- * a busy thread, that thread takes the job at its next boundary, keeping
- * the GIL: no wake-up, no context switch. If it has not within a slice,
- * the waker thread wakes an idle one, so a long job cannot starve the
- * queue. With TURNSTILE_POOL_TURN=0 every submit wakes an idle thread, as
- * a plain pool does. */
 int
 ts_pool_submit(ts_job *job)
 {
-    int wake, kick = 0;
+    int wake;
 
     job->enqueued_ns = ts_now_ns();
     job->next = NULL;
@@ -223,16 +168,10 @@ ts_pool_submit(ts_job *job)
     }
     tail = job;
     queued++;
-    wake = idle > 0 && (!ts_turn_enabled || busy == 0 || !ts_gil_locked());
-    if (idle > 0 && !wake && waker_sleeping) {
-        kick = 1;
-    }
+    wake = idle > 0;
     pthread_mutex_unlock(&lock);
     if (wake) {
         pthread_cond_signal(&cond);
-    }
-    else if (kick) {
-        pthread_cond_signal(&wcond);
     }
     return 0;
 }
@@ -276,11 +215,7 @@ ts_pool_stop(void)
     pthread_mutex_lock(&lock);
     stopping = 1;
     pthread_cond_broadcast(&cond);
-    pthread_cond_broadcast(&wcond);
     pthread_mutex_unlock(&lock);
-    if (waker_started) {
-        (void)pthread_join(waker_tid, NULL);  /* it exits at once */
-    }
     for (i = 0; i < ts_pool_threads; i++) {
         (void)pthread_join(tids[i], NULL);  /* a thread that never ends is a hung app: the caller bounds the wait */
     }

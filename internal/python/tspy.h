@@ -113,7 +113,6 @@ void ts_pool_get_stats(ts_pool_stats *s);
 /* ---- stack sampling without the GIL (sample.c) ------------------------ */
 
 size_t ts_sample_stack(PyThreadState *tstate, char *out, size_t cap);
-int ts_gil_locked(void);  /* gilstate.c: a racy read of the GIL's flag */
 PyThreadState *ts_pool_tstate(int i);
 /* The longest a pool thread has been waiting to attach, in ns (0: none). */
 int64_t ts_pool_oldest_wait(int64_t now);
