@@ -1151,8 +1151,9 @@ loop_main(void *arg)
     code = Py_CompileString(loop_source, "turnstile/_asgi.py", Py_file_input);
     mod = code ? PyImport_ExecCodeModule("_turnstile_asgi_py", code) : NULL;
     Py_XDECREF(code);
-    res = mod ? PyObject_CallMethod(mod, "run", "Ossin", ts_app, loop_cfg.lifespan, loop_cfg.loop,
-                                    loop_cfg.executor_threads, (Py_ssize_t)write_buffer)
+    res = mod ? PyObject_CallMethod(mod, "run", "Ossini", ts_app, loop_cfg.lifespan, loop_cfg.loop,
+                                    loop_cfg.executor_threads, (Py_ssize_t)write_buffer,
+                                    loop_cfg.heartbeat)
               : NULL;
     if (res == NULL) {
         char *text = ts_format_exception();

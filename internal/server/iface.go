@@ -36,6 +36,9 @@ func startWatchdog(kind string, cfg *config.Config, log *slog.Logger, m *metrics
 	if m != nil {
 		m.reg.MustRegister(wd.Collectors()...)
 	}
+	if wd.StallThreshold == 0 && wd.SlowRequest == 0 {
+		return wd // both off: no goroutine, no probe (Stop is a no-op)
+	}
 	wd.Start()
 	activeWatchdog.Store(wd)
 	return wd
@@ -85,6 +88,7 @@ func startInterface(kind string, cfg *config.Config, log *slog.Logger, m *metric
 	case "asgi":
 		loopName, err := asgi.StartLoop(asgi.LoopConfig{
 			Lifespan: cfg.Lifespan, Loop: cfg.Loop, ExecutorThreads: cfg.ExecutorThreads,
+			Heartbeat: cfg.LoopStallThreshold > 0,
 		})
 		if err != nil {
 			var se *asgi.StartupError

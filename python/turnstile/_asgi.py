@@ -493,7 +493,7 @@ def _new_loop(kind):
     return asyncio.new_event_loop(), "asyncio"
 
 
-def run(app, lifespan_mode, loop_kind, executor_threads, write_buffer):
+def run(app, lifespan_mode, loop_kind, executor_threads, write_buffer, heartbeat=1):
     """Run the loop until a STOP event; called by bridge.c on ts-loop-0."""
     loop, loop_name = _new_loop(loop_kind)
     asyncio.set_event_loop(loop)
@@ -573,7 +573,8 @@ def run(app, lifespan_mode, loop_kind, executor_threads, write_buffer):
         probe(PROBE_INTERVAL)
         loop.call_later(PROBE_INTERVAL, beat)
 
-    beat()
+    if heartbeat:
+        beat()
     _log(DEBUG, "event loop: %s" % loop_name)
     if lifespan_mode != "off":
         ok, message = loop.run_until_complete(lifespan.startup())
