@@ -101,6 +101,7 @@ func run() int {
 	f.DurationVar(&cfg.TimeoutRequestHeader, "timeout-request-header", config.DefaultTimeoutRequestHeader, "time from accept to the end of the request head (408)")
 	f.DurationVar(&cfg.TimeoutKeepAlive, "timeout-keep-alive", config.DefaultTimeoutKeepAlive, "idle time allowed between requests")
 	f.DurationVar(&cfg.TimeoutBody, "timeout-body", config.DefaultTimeoutBody, "longest gap between reads of a request body")
+	f.IntVar(&cfg.MinBodyRate, "min-body-rate", 240, "slowest request body in bytes/s after a 5 s grace; slower gets 408 (0: off)")
 	f.DurationVar(&cfg.TimeoutWrite, "timeout-write", config.DefaultTimeoutWrite, "longest a socket write may block on a slow reader")
 
 	if err := cmd.Execute(); err != nil {

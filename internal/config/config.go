@@ -194,6 +194,10 @@ type Config struct {
 	// TimeoutBody is the longest gap between two reads of a request
 	// body. Default 30s.
 	TimeoutBody time.Duration `json:"timeout_body,omitempty"`
+	// MinBodyRate is the slowest a request body may arrive, in bytes per
+	// second averaged over the body after a 5 s grace; slower gets 408.
+	// Default 240 (the flag's default, Kestrel's); zero disables.
+	MinBodyRate int `json:"min_body_rate,omitempty"`
 	// TimeoutWrite is the longest one socket write may block on a slow
 	// reader. Default 30s.
 	TimeoutWrite time.Duration `json:"timeout_write,omitempty"`

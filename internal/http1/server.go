@@ -35,6 +35,10 @@ const (
 	DefaultHeaderTimeout       = 10 * time.Second
 	DefaultKeepAliveTimeout    = 5 * time.Second
 	DefaultBodyTimeout         = 30 * time.Second
+	DefaultMinBodyRate         = 240 // bytes per second
+	// BodyRateGrace is how long a body may arrive slower than MinBodyRate
+	// before the rate counts.
+	BodyRateGrace = 5 * time.Second
 	DefaultWriteTimeout        = 30 * time.Second
 )
 
@@ -106,6 +110,13 @@ type Server struct {
 	// request body (inactivity, not total time); on expiry Body.Read
 	// returns ErrBodyTimeout. Default: DefaultBodyTimeout (30s).
 	BodyTimeout time.Duration
+	// MinBodyRate is the slowest a request body may arrive, in bytes per
+	// second averaged from the start of the body, after BodyRateGrace;
+	// slower, Body.Read returns ErrBodyTimeout (408). Kestrel's
+	// MinRequestBodyDataRate, for clients that trickle a byte just often
+	// enough to defeat BodyTimeout. Default: DefaultMinBodyRate (240);
+	// negative disables.
+	MinBodyRate int
 	// WriteTimeout bounds the time one socket write may block (a client
 	// that stops reading); on expiry writes return ErrClientGone and the
 	// connection closes. Default: DefaultWriteTimeout (30s).
@@ -164,9 +175,14 @@ func orDur(v, d time.Duration) time.Duration {
 type limits struct {
 	reqLine, fields, fieldBytes, headerBytes int
 	header, keepAlive, body, write           time.Duration
+	bodyRate                                 int // bytes/s; 0 = off
 }
 
 func (s *Server) limits() limits {
+	rate := s.MinBodyRate
+	if rate == 0 {
+		rate = DefaultMinBodyRate
+	}
 	l := limits{
 		reqLine:     orInt(s.MaxRequestLineBytes, DefaultMaxRequestLineBytes),
 		fields:      orInt(s.MaxHeaderFields, DefaultMaxHeaderFields),
@@ -176,6 +192,7 @@ func (s *Server) limits() limits {
 		keepAlive:   orDur(s.KeepAliveTimeout, DefaultKeepAliveTimeout),
 		body:        orDur(s.BodyTimeout, DefaultBodyTimeout),
 		write:       orDur(s.WriteTimeout, DefaultWriteTimeout),
+		bodyRate:    max(rate, 0),
 	}
 	l.headerBytes = max(l.headerBytes, l.fieldBytes+2)
 	return l
@@ -384,6 +401,19 @@ func (c *conn) release() {
 type connReader struct {
 	c        *conn
 	bodyMode bool
+	// For the minimum data rate (Server.MinBodyRate): the bytes of this
+	// request's body read so far and the time spent waiting for them.
+	// Only waiting counts, so an app that reads its body late is not
+	// taken for a slow client.
+	bodyBytes int64
+	bodyWait  time.Duration
+}
+
+// startBody arms the body read limits for a new request.
+func (r *connReader) startBody() {
+	r.bodyMode = true
+	r.bodyBytes = 0
+	r.bodyWait = 0
 }
 
 func (r *connReader) Read(p []byte) (int, error) {
@@ -391,7 +421,23 @@ func (r *connReader) Read(p []byte) (int, error) {
 		return n, err
 	}
 	if r.bodyMode {
-		r.c.rwc.SetReadDeadline(time.Now().Add(r.c.lim.body))
+		now := time.Now()
+		deadline := now.Add(r.c.lim.body)
+		if rate := r.c.lim.bodyRate; rate > 0 {
+			// The next byte must arrive before the time spent waiting
+			// for this body passes what rate bytes/s allows (after a
+			// grace): a client that trickles a byte every few seconds
+			// never trips the inactivity timeout (case B40); this does.
+			allowed := max(BodyRateGrace, time.Duration(float64(r.bodyBytes+1)/float64(rate)*float64(time.Second)))
+			if due := now.Add(allowed - r.bodyWait); due.Before(deadline) {
+				deadline = due
+			}
+		}
+		r.c.rwc.SetReadDeadline(deadline)
+		n, err := r.c.rwc.Read(p)
+		r.bodyBytes += int64(n)
+		r.bodyWait += time.Since(now)
+		return n, err
 	}
 	return r.c.rwc.Read(p)
 }
@@ -505,7 +551,7 @@ func (c *conn) serveRequest() bool {
 			s.inflight.Add(-1)
 		}
 	}()
-	c.cr.bodyMode = true
+	c.cr.startBody()
 
 	// (4) The handler.
 	var panicked bool

@@ -117,6 +117,7 @@ func Run(cfg *config.Config, log *slog.Logger) int {
 		HeaderTimeout:       cfg.TimeoutRequestHeader,
 		KeepAliveTimeout:    cfg.TimeoutKeepAlive,
 		BodyTimeout:         cfg.TimeoutBody,
+		MinBodyRate:         minBodyRate(cfg.MinBodyRate),
 		WriteTimeout:        cfg.TimeoutWrite,
 		Logger:              log,
 	}
@@ -159,6 +160,14 @@ func Run(cfg *config.Config, log *slog.Logger) int {
 	}
 	log.Info("stopped")
 	return ExitOK
+}
+
+// minBodyRate maps the flag (0 = off) to http1's field (negative = off).
+func minBodyRate(v int) int {
+	if v <= 0 {
+		return -1
+	}
+	return v
 }
 
 func addrString(a net.Addr) string {

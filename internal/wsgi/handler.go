@@ -7,6 +7,7 @@ package wsgi
 #include "wsgi.h"
 
 void ts_wsgi_job_init(ts_wsgi_job *job, int done_fd, uintptr_t handle);
+void ts_wsgi_job_free(ts_wsgi_job *job);
 
 static int ts_new_eventfd(void) { return eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC); }
 */
@@ -19,6 +20,7 @@ import (
 	"log/slog"
 	"os"
 	"runtime/cgo"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -120,11 +122,24 @@ func (h *Handler) getSlot() (*slot, error) {
 	return s, nil
 }
 
+// MaxIdleSlots bounds the slots kept for reuse: each holds an eventfd and
+// C buffers, and a burst of slow clients must not leave them all behind
+// (case B40: the worker's fd count returns to its baseline).
+const MaxIdleSlots = 32
+
 func (h *Handler) putSlot(s *slot) {
 	s.w, s.r, s.werr, s.rerr = nil, nil, nil, nil
 	h.mu.Lock()
-	h.free = append(h.free, s)
+	if len(h.free) < MaxIdleSlots {
+		h.free = append(h.free, s)
+		h.mu.Unlock()
+		return
+	}
+	h.count--
 	h.mu.Unlock()
+	s.handle.Delete()
+	s.efd.Close()
+	C.ts_wsgi_job_free(s.job)
 }
 
 func (h *Handler) logger() *slog.Logger {
@@ -162,14 +177,40 @@ func (h *Handler) ServeHTTP1(w *http1.ResponseWriter, r *http1.Request) {
 	block, n := buildEnviron(s.block[:0], r, []byte(h.ScriptName), &s.addrs, &s.path)
 	bodyOff := len(block)
 	bodyDone := r.Body.Done()
-	var pre []byte
 	if bodyDone {
-		if pre = r.Body.Buffered(); len(pre) <= MaxPrefetchBytes {
+		if pre := r.Body.Buffered(); len(pre) <= MaxPrefetchBytes {
 			block = append(block, pre...)
+			r.Body.Consume(len(pre))
 		} else {
-			pre, bodyDone = nil, false
+			bodyDone = false
+		}
+	} else if !r.ExpectContinue {
+		// Read the body ahead, up to MaxPrefetchBytes, before a Python
+		// thread is involved: a client that trickles a small body (case
+		// B40) then holds a goroutine, not one of the few pool threads.
+		// Not for Expect: 100-continue, where reading sends the 100 (PEP
+		// 3333: only once the app reads).
+		for len(block)-bodyOff < MaxPrefetchBytes {
+			if cap(block)-len(block) < 4<<10 {
+				block = slices.Grow(block, 16<<10)
+			}
+			limit := min(cap(block), bodyOff+MaxPrefetchBytes)
+			n, err := r.Body.Read(block[len(block):limit])
+			block = block[:len(block)+n]
+			if err == io.EOF {
+				bodyDone = true
+				break
+			}
+			if err != nil {
+				// Bad framing, too large, too slow or gone: http1 answers
+				// 400/413/408 (or nothing) once the handler returns.
+				s.block = block
+				res.Status = bodyErrStatus(err)
+				return
+			}
 		}
 	}
+	preLen := len(block) - bodyOff
 	s.block = block
 	if C.ts_wsgi_reserve(job, C.size_t(len(block))) != 0 {
 		res.Status = 503
@@ -179,12 +220,9 @@ func (h *Handler) ServeHTTP1(w *http1.ResponseWriter, r *http1.Request) {
 	if len(block) > 0 {
 		C.memcpy(unsafe.Pointer(job.req), unsafe.Pointer(&block[0]), C.size_t(len(block)))
 	}
-	if pre != nil {
-		r.Body.Consume(len(pre))
-	}
 	job.nentries = C.int(n)
 	job.body_off = C.size_t(bodyOff)
-	job.body_len = C.size_t(len(pre))
+	job.body_len = C.size_t(preLen)
 	job.body_done = boolInt(bodyDone)
 	job.is_head = boolInt(string(r.Method) == "HEAD")
 	C.ts_wsgi_submit_prepare(job)

@@ -78,6 +78,15 @@ ts_wsgi_job_new(void)
     return job;
 }
 
+void
+ts_wsgi_job_free(ts_wsgi_job *job)
+{
+    free(job->req);
+    free(job->head);
+    free(job->body);
+    free(job);
+}
+
 int
 ts_wsgi_reserve(ts_wsgi_job *job, size_t need)
 {
