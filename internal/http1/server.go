@@ -38,8 +38,8 @@ const (
 	DefaultMinBodyRate         = 240 // bytes per second
 	// BodyRateGrace is how long a body may arrive slower than MinBodyRate
 	// before the rate counts.
-	BodyRateGrace = 5 * time.Second
-	DefaultWriteTimeout        = 30 * time.Second
+	BodyRateGrace       = 5 * time.Second
+	DefaultWriteTimeout = 30 * time.Second
 )
 
 const (
