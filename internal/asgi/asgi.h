@@ -17,7 +17,8 @@ enum {
                              return; then lifespan shutdown) */
     TS_EV_WS_NEW = 6,     /* a WebSocket handshake: scope from the slot's block */
     TS_EV_WS_MSG = 7,     /* a WebSocket message (data; more: 1 text, 2 binary) */
-    TS_EV_WS_CLOSE = 8    /* the WebSocket ended (data: reason; more: code) */
+    TS_EV_WS_CLOSE = 8,   /* the WebSocket ended (data: reason; more: code) */
+    TS_EV_PROBE = 9       /* the watchdog's probe (data: push time, ns); never reaches Python */
 };
 
 /* Records in a WebSocket slot's output buffer once the handshake is

@@ -861,6 +861,17 @@ event_tuple(ts_event *ev)
     if (ev->type == TS_EV_STOP) {
         return Py_BuildValue("(id)", TS_EV_STOP, ev->more / 1000.0);
     }
+    if (ev->type == TS_EV_PROBE) {
+        /* The loop lag: how long the probe waited for the loop to drain. */
+        int64_t pushed = 0, lag;
+        if (ev->len == sizeof(pushed)) {
+            memcpy(&pushed, ev->data, sizeof(pushed));
+        }
+        lag = ts_now_ns() - pushed;
+        atomic_store_explicit(&ts_loop_lag_ns, lag > 0 ? lag : 0, memory_order_relaxed);
+        atomic_fetch_add_explicit(&ts_loop_probe_seq, 1, memory_order_release);
+        Py_RETURN_NONE;
+    }
     if (ev->type == TS_EV_WS_NEW) {
         Channel *ch = PyObject_New(Channel, ChannelType);
         PyObject *scope;

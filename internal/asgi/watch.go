@@ -31,6 +31,14 @@ func ReadHeartbeat() Heartbeat {
 	return h
 }
 
+// PushProbe queues the watchdog's probe: when the loop drains it, its
+// heartbeat moves and the time it waited becomes the loop lag. The Go
+// watchdog calls it every 50 ms; a blocked loop leaves it queued.
+func PushProbe() {
+	now := int64(C.ts_now_ns())
+	C.ts_asgi_push(C.TS_EV_PROBE, nil, 0, (*C.char)(unsafe.Pointer(&now)), C.size_t(unsafe.Sizeof(now)), 0)
+}
+
 // InFlight is one request running on the loop.
 type InFlight struct {
 	Method, Path string

@@ -4,8 +4,8 @@
 // How a stall is caught (DESIGN.md, "The watchdog"):
 //
 //  1. The loop writes a heartbeat (monotonic ns, C memory) from its drain
-//     callback and from a 50 ms call_later probe; the probe also records
-//     how late it ran (loop lag).
+//     callback; this goroutine pushes a probe event every 50 ms so an idle
+//     loop turns too, and the time a probe waited is the loop lag.
 //  2. A goroutine reads the heartbeat every Tick. Past StallThreshold with
 //     no new beat, a stall has begun: the goroutine samples the loop
 //     thread's Python stack every SampleEvery, without the GIL and without
@@ -41,6 +41,8 @@ const (
 	DefaultSlowRequest    = 10 * time.Second
 	Tick                  = 10 * time.Millisecond
 	SampleEvery           = 20 * time.Millisecond
+	// ProbeEvery is how often a probe event is pushed to the loop.
+	ProbeEvery = 50 * time.Millisecond
 	// ProgressAfter is when a stall still going is first logged.
 	ProgressAfter = 500 * time.Millisecond
 	// KeepStalls is how many stalls /debug/stalls keeps.
@@ -172,6 +174,7 @@ func (w *Watchdog) run() {
 	defer t.Stop()
 	var lastProbes uint64
 	lastSlow := time.Now()
+	lastProbe := time.Time{}
 	for {
 		select {
 		case <-w.stop:
@@ -179,6 +182,10 @@ func (w *Watchdog) run() {
 		case <-t.C:
 		}
 		if w.Loop {
+			if time.Since(lastProbe) >= ProbeEvery {
+				lastProbe = time.Now()
+				asgi.PushProbe()
+			}
 			h := asgi.ReadHeartbeat()
 			if h.Probes != lastProbes {
 				lastProbes = h.Probes
