@@ -143,7 +143,6 @@ typedef struct ts_loop_config {
     const char *loop;         /* auto|asyncio|uvloop */
     int executor_threads;
     size_t write_buffer;      /* bytes of pending output before send() waits */
-    int heartbeat;            /* run the watchdog's 50 ms probe (0: watchdog off) */
 } ts_loop_config;
 
 int ts_asgi_setup(void);

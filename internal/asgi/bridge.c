@@ -66,12 +66,11 @@ static int nfree, free_cap;
 static size_t write_buffer = 256 * 1024;
 
 /* The watchdog's view of the loop (read by Go without the GIL): the last
- * time the loop turned (drain or probe), and how late the last 50 ms probe
- * ran. Monotonic nanoseconds. */
+ * time the loop turned (a drain), and how long the last probe event waited
+ * for it. Monotonic nanoseconds. */
 _Atomic int64_t ts_loop_heartbeat_ns;
 _Atomic int64_t ts_loop_lag_ns;
 _Atomic uint64_t ts_loop_probe_seq;
-static int64_t probe_due_ns;           /* loop thread only */
 static const char *loop_source;
 static ts_loop_config loop_cfg;
 
@@ -1019,27 +1018,6 @@ mod_started(PyObject *mod, PyObject *args)
     Py_RETURN_NONE;
 }
 
-/* _turnstile_asgi.probe(interval_s): the watchdog's heartbeat, called by a
- * call_later probe every interval; records how late it ran. */
-static PyObject *
-mod_probe(PyObject *mod, PyObject *arg)
-{
-    int64_t now = ts_now_ns();
-    double interval = PyFloat_AsDouble(arg);
-
-    if (interval < 0 && PyErr_Occurred()) {
-        return NULL;
-    }
-    if (probe_due_ns > 0) {
-        int64_t lag = now - probe_due_ns;
-        atomic_store_explicit(&ts_loop_lag_ns, lag > 0 ? lag : 0, memory_order_relaxed);
-        atomic_fetch_add_explicit(&ts_loop_probe_seq, 1, memory_order_release);
-    }
-    probe_due_ns = now + (int64_t)(interval * 1e9);
-    atomic_store_explicit(&ts_loop_heartbeat_ns, now, memory_order_relaxed);
-    Py_RETURN_NONE;
-}
-
 static PyObject *
 mod_fd(PyObject *mod, PyObject *unused)
 {
@@ -1051,7 +1029,6 @@ static PyMethodDef mod_methods[] = {
     {"set_state", mod_set_state, METH_O, "set the lifespan state"},
     {"started", mod_started, METH_VARARGS, "report lifespan startup"},
     {"fd", mod_fd, METH_NOARGS, "the loop's eventfd"},
-    {"probe", mod_probe, METH_O, "the watchdog heartbeat"},
     {NULL, NULL, 0, NULL},
 };
 
@@ -1162,9 +1139,8 @@ loop_main(void *arg)
     code = Py_CompileString(loop_source, "turnstile/_asgi.py", Py_file_input);
     mod = code ? PyImport_ExecCodeModule("_turnstile_asgi_py", code) : NULL;
     Py_XDECREF(code);
-    res = mod ? PyObject_CallMethod(mod, "run", "Ossini", ts_app, loop_cfg.lifespan, loop_cfg.loop,
-                                    loop_cfg.executor_threads, (Py_ssize_t)write_buffer,
-                                    loop_cfg.heartbeat)
+    res = mod ? PyObject_CallMethod(mod, "run", "Ossin", ts_app, loop_cfg.lifespan, loop_cfg.loop,
+                                    loop_cfg.executor_threads, (Py_ssize_t)write_buffer)
               : NULL;
     if (res == NULL) {
         char *text = ts_format_exception();

@@ -33,9 +33,6 @@ type LoopConfig struct {
 	// WriteBufferBytes is how many response bytes may wait for the socket
 	// before the app's send() awaits. Default 256 KiB.
 	WriteBufferBytes int
-	// Heartbeat runs the watchdog's 50 ms probe on the loop. Off when the
-	// stall watchdog is off (--loop-stall-threshold 0).
-	Heartbeat bool
 }
 
 type startResult struct {
@@ -67,7 +64,6 @@ func StartLoop(cfg LoopConfig) (string, error) {
 		loop:             C.CString(cfg.Loop),
 		executor_threads: C.int(cfg.ExecutorThreads),
 		write_buffer:     C.size_t(cfg.WriteBufferBytes),
-		heartbeat:        boolInt(cfg.Heartbeat),
 	}
 	if rc, err := C.ts_loop_start(&c); rc != 0 {
 		return "", err

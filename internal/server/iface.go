@@ -88,7 +88,6 @@ func startInterface(kind string, cfg *config.Config, log *slog.Logger, m *metric
 	case "asgi":
 		loopName, err := asgi.StartLoop(asgi.LoopConfig{
 			Lifespan: cfg.Lifespan, Loop: cfg.Loop, ExecutorThreads: cfg.ExecutorThreads,
-			Heartbeat: cfg.LoopStallThreshold > 0,
 		})
 		if err != nil {
 			var se *asgi.StartupError

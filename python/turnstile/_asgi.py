@@ -27,7 +27,6 @@ from _turnstile_bootstrap import format_exception
 
 DEBUG, INFO, WARNING, ERROR = 10, 20, 30, 40
 NEW, BODY, DISCONNECT, DRAINED, STOP, WS_NEW, WS_MSG, WS_CLOSE = 1, 2, 3, 4, 5, 6, 7, 8
-PROBE_INTERVAL = 0.05  # seconds between watchdog heartbeats
 
 
 class ClientDisconnected(OSError):
@@ -493,7 +492,7 @@ def _new_loop(kind):
     return asyncio.new_event_loop(), "asyncio"
 
 
-def run(app, lifespan_mode, loop_kind, executor_threads, write_buffer, heartbeat=1):
+def run(app, lifespan_mode, loop_kind, executor_threads, write_buffer):
     """Run the loop until a STOP event; called by bridge.c on ts-loop-0."""
     loop, loop_name = _new_loop(loop_kind)
     asyncio.set_event_loop(loop)
