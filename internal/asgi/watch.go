@@ -14,7 +14,7 @@ import (
 // Heartbeat is what the watchdog reads of the loop, without the GIL.
 type Heartbeat struct {
 	Beat   int64  // monotonic ns (python.Now's clock) the loop last turned
-	Lag    int64  // ns the last 50 ms probe ran late
+	Lag    int64  // ns the last probe event waited for the loop to drain it
 	Probes uint64 // probes run so far
 	TState unsafe.Pointer
 }
