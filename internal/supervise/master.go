@@ -459,7 +459,13 @@ func (m *Master) stopAll(sig syscall.Signal) {
 		delete(m.respawn, id)
 	}
 	if m.lnFile != nil {
-		// New connections are refused once the workers close theirs.
+		// New connections are refused once the workers close theirs;
+		// until then no new handshake completes (refuse.go).
+		if sig != syscall.SIGKILL && m.cfg.UDS == "" {
+			if err := refuseSYN(m.lnFile); err != nil {
+				m.log.Warn("cannot stop new handshakes before the workers close the listener", "err", err)
+			}
+		}
 		m.lnFile.Close()
 		m.lnFile = nil
 	}
