@@ -50,6 +50,12 @@ type Request struct {
 
 	RemoteAddr, LocalAddr net.Addr
 
+	// Scheme is the request's URI scheme as the app sees it (WSGI
+	// wsgi.url_scheme, ASGI scope "scheme"): "http" on a plain
+	// connection, "https" on TLS, or what a trusted proxy's
+	// X-Forwarded-Proto/Forwarded says. "" means "http".
+	Scheme string
+
 	absHost []byte // authority of an absolute-form target, while parsing
 }
 
