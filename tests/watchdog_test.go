@@ -4,6 +4,7 @@ package tests
 // real binary: case B35 and the other blockers people hit.
 
 import (
+	"fmt"
 	"io"
 	"net/http"
 	"strings"
@@ -177,35 +178,57 @@ func TestWatchdog_ReadyzWhileStalled(t *testing.T) {
 	}
 }
 
+// No false alarm: hello (a bare ASGI app) and JSON (FastAPI's GET /, a
+// dict through its JSON encoder) served under load for 30 s each, side by
+// side, report no stall and fail no request (issue 7: "hello and JSON
+// under load for 30 s log no stall").
 func TestWatchdog_NoFalseAlarm(t *testing.T) {
-	s := Start(t, "asgi_hello:app")
-	deadline := time.Now().Add(5 * time.Second)
-	var wg sync.WaitGroup
-	var mu sync.Mutex
-	failures := 0
-	for i := 0; i < 8; i++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for time.Now().Before(deadline) {
-				resp, err := http.Get(s.URL + "/")
-				if err != nil {
-					mu.Lock()
-					failures++
-					mu.Unlock()
-					continue
-				}
-				io.Copy(io.Discard, resp.Body)
-				resp.Body.Close()
+	const d = 30 * time.Second
+	for _, app := range []struct{ name, spec, want string }{
+		{"hello", "asgi_hello:app", "Hello, World!"},
+		{"json", "asgi_fastapi:app", `{"hello":"world"}`},
+	} {
+		t.Run(app.name, func(t *testing.T) {
+			t.Parallel()
+			s := Start(t, app.spec)
+			deadline := time.Now().Add(d)
+			var wg sync.WaitGroup
+			var mu sync.Mutex
+			var failures, ok int
+			var first string
+			for i := 0; i < 8; i++ {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					for time.Now().Before(deadline) {
+						resp, err := http.Get(s.URL + "/")
+						var body []byte
+						if err == nil {
+							body, err = io.ReadAll(resp.Body)
+							resp.Body.Close()
+						}
+						mu.Lock()
+						if err != nil || resp.StatusCode != 200 || !strings.Contains(string(body), app.want) {
+							failures++
+							if first == "" {
+								first = fmt.Sprintf("%v %q", err, body)
+							}
+						} else {
+							ok++
+						}
+						mu.Unlock()
+					}
+				}()
 			}
-		}()
-	}
-	wg.Wait()
-	if failures > 0 {
-		t.Errorf("%d requests failed under load", failures)
-	}
-	if recs := stallRecords(s); len(recs) > 0 {
-		t.Errorf("a stall was reported under plain load: %v", recs[0])
+			wg.Wait()
+			t.Logf("%d requests in %v", ok, d)
+			if failures > 0 {
+				t.Errorf("%d requests failed under load; first: %s", failures, first)
+			}
+			if recs := stallRecords(s); len(recs) > 0 {
+				t.Errorf("a stall was reported under plain load: %v", recs[0])
+			}
+		})
 	}
 }
 
