@@ -4,6 +4,7 @@
 #
 #   make run    build, set up the virtualenv, serve examples/hello on :8000
 #   make test   build, set up the virtualenv, run every test
+#               (RUN=regexp: only the tests it matches)
 #
 PYTHON     ?= python3
 PY_REAL    := $(shell $(PYTHON) -c 'import sys; print(sys.executable)' 2>/dev/null)
@@ -45,7 +46,7 @@ run: build venv
 test: build venv
 	go vet ./...
 	TURNSTILE_BIN=$(CURDIR)/$(BIN) TURNSTILE_VENV=$(CURDIR)/$(VENV) TURNSTILE_PYTHON=$(PY_REAL) \
-		go test -count=1 -timeout 20m ./...
+		go test -count=1 -timeout 20m $(if $(RUN),-run '$(RUN)') ./...
 
 test-short: build
 	go test -short -count=1 ./...
