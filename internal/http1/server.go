@@ -356,7 +356,9 @@ func (s *Server) newConn(rwc net.Conn, lim limits) *conn {
 	c.bw.Reset(&c.cw)
 	c.body.c = c
 	c.req.Body = &c.body
-	c.req.RemoteAddr, c.req.LocalAddr = rwc.RemoteAddr(), rwc.LocalAddr()
+	// The addresses are taken in serve, on the connection's goroutine: a
+	// PROXY protocol connection (internal/proxy) reads its header to
+	// answer RemoteAddr, which must not hold up the accept loop.
 	// A connection accepted while Shutdown runs (Accept returned just
 	// before the listener closed) is served like any other: its request
 	// may be on the wire (newConnGrace); Shutdown waits for the Serve
@@ -473,6 +475,7 @@ func (w *connWriter) readFrom(r io.Reader) (int64, error) {
 // serve runs the connection: see doc.go, "Life of a request".
 func (c *conn) serve() {
 	defer c.release()
+	c.req.RemoteAddr, c.req.LocalAddr = c.rwc.RemoteAddr(), c.rwc.LocalAddr()
 	lim := c.lim
 	deadline := time.Now().Add(lim.header) // from accept
 	for first := true; ; first = false {
