@@ -1,7 +1,9 @@
 """ASGI app whose routes block the event loop in the ways people hit, for
 the watchdog tests (case B35 and issue 7). Each blocker lasts about
-BLOCK_S seconds; /health answers at once when the loop is free."""
+BLOCK_S seconds; /health answers at once when the loop is free; /nap
+awaits asyncio.sleep(0.5), holding nothing."""
 
+import asyncio
 import re
 import socket
 import sqlite3
@@ -52,6 +54,8 @@ async def app(scope, receive, send):
         _lock.acquire()  # held by the thread for BLOCK_S
         _lock.release()
         t.join()
+    elif path == "/nap":
+        await asyncio.sleep(0.5)
     elif path == "/sqlite":
         db = sqlite3.connect(":memory:")
         db.execute("WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c LIMIT 40000000) SELECT count(*) FROM c").fetchone()

@@ -36,6 +36,14 @@ func TestB35_BlockedLoop(t *testing.T) {
 	}()
 	time.Sleep(100 * time.Millisecond)
 	healthDone := make(chan time.Duration, 1)
+	for i := 0; i < 3; i++ {
+		go func() { // queued behind the blocker, in flight 0.5 s after it
+			if resp, err := http.Get(s.URL + "/nap"); err == nil {
+				io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+			}
+		}()
+	}
 	go func() {
 		resp, err := http.Get(s.URL + "/health")
 		if err == nil {
@@ -85,6 +93,11 @@ func TestB35_BlockedLoop(t *testing.T) {
 	}
 	if d, _ := recs[0]["duration_ms"].(float64); d < 2500 {
 		t.Errorf("stall duration = %v ms; want about 3000", d)
+	}
+	// The blocker leads the final record's requests, not the /nap and
+	// /health that queued behind it and run once the loop is free.
+	if reqs, _ := recs[0]["requests"].(string); !strings.HasPrefix(reqs, "GET /sleep ") {
+		t.Errorf("final stall record's requests = %q; want GET /sleep first", reqs)
 	}
 	resp, err := http.Get(s.Admin + "/debug/stalls")
 	if err != nil {

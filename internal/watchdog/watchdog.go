@@ -269,15 +269,19 @@ func (w *Watchdog) checkLoop(h asgi.Heartbeat) {
 // summary builds the Stall record. Called with w.mu held.
 func (w *Watchdog) summary(cur *stallState, dur time.Duration, ongoing bool) Stall {
 	st := Stall{Start: cur.start, DurationMS: float64(dur.Microseconds()) / 1000, Samples: cur.samples, Ongoing: ongoing}
-	for _, r := range asgi.Requests() {
-		st.Requests = append(st.Requests, Request{Method: r.Method, Path: r.Path, AgeMS: float64(time.Since(r.Start).Microseconds()) / 1000})
-	}
-	if len(st.Requests) > 0 {
-		cur.requests = st.Requests
-	} else {
-		// The stall is over and its requests may have finished with it:
-		// report those seen while it lasted.
+	if !ongoing && len(cur.requests) > 0 {
+		// The stall is over: the request that blocked the loop has
+		// usually finished with it, and what is in flight now are the
+		// requests that queued behind it. Report those seen while it
+		// lasted (sampled, oldest first: the blocker leads).
 		st.Requests = cur.requests
+	} else {
+		for _, r := range asgi.Requests() {
+			st.Requests = append(st.Requests, Request{Method: r.Method, Path: r.Path, AgeMS: float64(time.Since(r.Start).Microseconds()) / 1000})
+		}
+		if len(st.Requests) > 0 {
+			cur.requests = st.Requests
+		}
 	}
 	best, n := "", 0
 	for k, c := range cur.stacks {
