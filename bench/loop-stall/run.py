@@ -98,7 +98,7 @@ class Blocker(threading.Thread):
 
 def one(kind, args, tbin, rep, pyspy_out):
     port, admin = R.free_port(), R.free_port()
-    log = os.path.join(T.WORK, "loop-stall-%s.log" % kind)
+    log = os.path.join(T.WORK, "loop-stall-%s-%d-%d.log" % (kind, os.getpid(), rep))
     srv = T.Srv(kind, argv_for(kind, tbin, args.venv, port, admin), args.venv, HERE, log)
     try:
         err = srv.wait_ready(port, "/")
