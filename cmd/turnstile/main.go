@@ -8,10 +8,12 @@ import (
 	"fmt"
 	"os"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 
+	"turnstile/internal/cliconf"
 	"turnstile/internal/config"
 	"turnstile/internal/python"
 	"turnstile/internal/server"
@@ -36,24 +38,28 @@ func run() int {
 		SilenceErrors: true,
 		Version:       "0.1.0 (CPython " + python.BuildVersion + ")",
 		RunE: func(cmd *cobra.Command, args []string) error {
-			cfg.App = args[0]
-			cfg.ApplyDefaults()
-			if err := cfg.Validate(); err != nil {
+			res, err := loadConfig(cmd, &cfg, &maxRSSMiB, args[0])
+			if err != nil {
 				return err
 			}
-			cfg.WorkersMaxRSSBytes = maxRSSMiB << 20
 			// The master never initialises Python: it re-executes this
-			// binary for each worker, with TURNSTILE_WORKER set.
+			// binary for each worker, with TURNSTILE_WORKER set, and hands
+			// down the settings it took from the environment and the file.
 			if server.IsWorker() {
 				code = server.RunWorker(&cfg, server.NewLogger(os.Stderr, cfg.LogLevel, cfg.LogFormat))
 			} else {
+				os.Setenv(cliconf.EnvSettings, res.Export())
 				code = supervise.Run(&cfg, os.Stderr)
 			}
 			return nil
 		},
 	}
-	f := cmd.Flags()
+	cmd.CompletionOptions.DisableDefaultCmd = true
+	cmd.Flags().SortFlags = false
+	// Every flag is persistent: `turnstile check` takes the same ones.
+	f := cmd.PersistentFlags()
 	f.SortFlags = false
+	f.String("config", "", "TOML file of settings (keys are flag names; also $TURNSTILE_CONFIG)")
 	f.StringVar(&cfg.Host, "host", config.DefaultHost, "bind to this host")
 	f.IntVar(&cfg.Port, "port", config.DefaultPort, "bind to this port (0 = any free port)")
 	f.StringVar(&cfg.UDS, "uds", "", "bind to this Unix socket instead of host:port")
@@ -88,6 +94,9 @@ func run() int {
 	f.BoolVar(&cfg.Reload, "reload", false, "restart the workers when a .py file under --app-dir changes (development)")
 	f.StringArrayVar(&cfg.ReloadInclude, "reload-include", nil, "also reload on files matching this glob (repeatable)")
 	f.StringVar(&cfg.PidFile, "pid-file", "", "write the master's pid to this file")
+	f.StringVar(&cfg.User, "user", "", "run the workers as this user (name or uid), after binding; the master stays root")
+	f.StringVar(&cfg.Group, "group", "", "run the workers as this group (name or gid; default: --user's group)")
+	f.StringVar(&cfg.Umask, "umask", "", "octal umask the master sets before creating sockets and files, e.g. 0o22 (default: inherited)")
 	f.StringVar(&cfg.AdminBind, "admin-bind", config.DefaultAdminBind, "admin listener host:port for /livez /readyz /metrics, or off")
 	f.DurationVar(&cfg.GracefulTimeout, "graceful-timeout", config.DefaultGracefulTimeout, "time in-flight requests get after SIGTERM/SIGINT")
 	f.StringVar(&cfg.LogLevel, "log-level", "info", "debug, info, warning or error")
@@ -104,8 +113,12 @@ func run() int {
 	f.IntVar(&cfg.MinBodyRate, "min-body-rate", 240, "slowest request body in bytes/s after a 5 s grace; slower gets 408 (0: off)")
 	f.DurationVar(&cfg.TimeoutWrite, "timeout-write", config.DefaultTimeoutWrite, "longest a socket write may block on a slow reader")
 
+	cmd.AddCommand(checkCommand(&cfg, &maxRSSMiB, &code))
+
 	if err := cmd.Execute(); err != nil {
-		fmt.Fprintln(os.Stderr, "turnstile:", err)
+		for _, line := range strings.Split(err.Error(), "\n") {
+			fmt.Fprintln(os.Stderr, "turnstile:", line)
+		}
 		return 2
 	}
 	return code

@@ -6,6 +6,7 @@ package config
 import (
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -155,6 +156,17 @@ type Config struct {
 	// PidFile is where the master writes its pid, removed at exit.
 	// Default "": none.
 	PidFile string `json:"pid_file,omitempty"`
+	// User and Group: the workers run as this user and group (names or
+	// numeric ids; Group defaults to User's primary group), started with
+	// those credentials after the master bound the sockets; the master
+	// stays as it was started (root), like gunicorn's. Default "": the
+	// master's own.
+	User  string `json:"user,omitempty"`
+	Group string `json:"group,omitempty"`
+	// Umask is the master's umask (octal, like gunicorn's --umask: "0o22",
+	// "022", "22"), set before it creates any socket or file; the workers
+	// inherit it. Default "": the inherited umask, unchanged.
+	Umask string `json:"umask,omitempty"`
 
 	// AdminBind is host:port of the admin listener (/livez, /readyz,
 	// /metrics), or "off". Default 127.0.0.1:9191.
@@ -290,8 +302,11 @@ func (c *Config) Validate() error {
 	if c.WSMaxQueue < 1 || c.WSMaxQueue > 1<<16 {
 		bad("--ws-max-queue %d: want 1..65536", c.WSMaxQueue)
 	}
-	if c.WSPingInterval < 0 || c.WSPingTimeout < 0 {
-		bad("--ws-ping-interval and --ws-ping-timeout must not be negative")
+	if c.WSPingInterval < 0 {
+		bad("--ws-ping-interval %s: must not be negative", c.WSPingInterval)
+	}
+	if c.WSPingTimeout < 0 {
+		bad("--ws-ping-timeout %s: must not be negative", c.WSPingTimeout)
 	}
 	if c.Port < 0 || c.Port > 65535 {
 		bad("--port %d: want 0..65535", c.Port)
@@ -305,11 +320,27 @@ func (c *Config) Validate() error {
 	if c.Workers < 1 {
 		bad("--workers %d: want at least 1", c.Workers)
 	}
-	if c.Timeout < 0 || c.StartupTimeout < 0 || c.WorkersLifetime < 0 {
-		bad("--timeout, --startup-timeout and --workers-lifetime must not be negative")
+	for _, d := range []struct {
+		name string
+		v    time.Duration
+	}{{"timeout", c.Timeout}, {"startup-timeout", c.StartupTimeout}, {"workers-lifetime", c.WorkersLifetime}} {
+		if d.v < 0 {
+			bad("--%s %s: must not be negative", d.name, d.v)
+		}
 	}
-	if c.MaxRequests < 0 || c.MaxRequestsJitter < 0 || c.WorkersMaxRSSBytes < 0 {
-		bad("--max-requests, --max-requests-jitter and --workers-max-rss must not be negative")
+	for _, n := range []struct {
+		name string
+		v    int64
+	}{{"max-requests", int64(c.MaxRequests)}, {"max-requests-jitter", int64(c.MaxRequestsJitter)}, {"workers-max-rss", c.WorkersMaxRSSBytes >> 20}} {
+		if n.v < 0 {
+			bad("--%s %d: must not be negative", n.name, n.v)
+		}
+	}
+	if _, _, err := c.UmaskValue(); err != nil {
+		bad("--umask %q: %v", c.Umask, err)
+	}
+	if _, err := c.Credential(); err != nil {
+		errs = append(errs, err)
 	}
 	if c.SwitchInterval < 0 || c.SwitchInterval > 10 {
 		bad("--switch-interval %g: want seconds in (0, 10]", c.SwitchInterval)
@@ -327,8 +358,34 @@ func (c *Config) Validate() error {
 	if c.RootPath != "" && (!strings.HasPrefix(c.RootPath, "/") || strings.HasSuffix(c.RootPath, "/")) {
 		bad("--root-path %q: want a path like /app (leading slash, no trailing slash)", c.RootPath)
 	}
-	if c.LimitRequestLine < 0 || c.LimitRequestFields < 0 || c.LimitRequestFieldSize < 0 || c.LimitRequestBody < 0 || c.LimitConcurrency < 0 {
-		bad("limits must not be negative")
+	for _, n := range []struct {
+		name string
+		v    int64
+	}{{"limit-request-line", int64(c.LimitRequestLine)}, {"limit-request-fields", int64(c.LimitRequestFields)},
+		{"limit-request-field-size", int64(c.LimitRequestFieldSize)}, {"limit-request-body", c.LimitRequestBody},
+		{"limit-concurrency", int64(c.LimitConcurrency)}} {
+		if n.v < 0 {
+			bad("--%s %d: must not be negative", n.name, n.v)
+		}
 	}
 	return errors.Join(errs...)
+}
+
+// UmaskValue parses Umask: the mask and true, or false when Umask is ""
+// (leave the umask alone). Octal, with or without a 0 or 0o prefix, at
+// most 0777.
+func (c *Config) UmaskValue() (int, bool, error) {
+	v := strings.TrimSpace(c.Umask)
+	if v == "" {
+		return 0, false, nil
+	}
+	digits := strings.TrimPrefix(strings.TrimPrefix(v, "0o"), "0O")
+	if digits == "" {
+		digits = "0"
+	}
+	n, err := strconv.ParseUint(digits, 8, 32)
+	if err != nil || n > 0o777 {
+		return 0, false, fmt.Errorf("want an octal mask like 0o22 or 027 (at most 0777)")
+	}
+	return int(n), true, nil
 }

@@ -19,17 +19,13 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
-	"unsafe"
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
-	"turnstile/internal/asgi"
 	"turnstile/internal/config"
 	"turnstile/internal/http1"
 	"turnstile/internal/python"
 	"turnstile/internal/watchdog"
-	"turnstile/internal/wsgi"
-	pysrc "turnstile/python"
 )
 
 // Exit statuses of a worker.
@@ -82,17 +78,7 @@ func Run(cfg *config.Config, log *slog.Logger) int {
 		return ExitFailed
 	}
 
-	kind, err := python.Start(python.Config{
-		ProgramName:    program,
-		Bootstrap:      pysrc.Bootstrap,
-		AppDir:         appDir(cfg),
-		AppSpec:        cfg.App,
-		Factory:        cfg.Factory,
-		Interface:      cfg.Interface,
-		SwitchInterval: cfg.SwitchInterval,
-		Workers:        cfg.Workers,
-		AfterLoad:      []unsafe.Pointer{wsgi.AfterLoad, asgi.AfterLoad},
-	})
+	kind, err := python.Start(pythonConfig(cfg, program))
 	if err != nil {
 		var pe *python.Error
 		if errors.As(err, &pe) {

@@ -108,16 +108,19 @@ type Master struct {
 	exe  string
 	args []string
 
-	addr     string   // the listener's address, as logged
-	lnFile   *os.File // the listening socket as passed to workers (fd 3); nil once closed
-	dir      string   // worker admin sockets; "" when the admin listener is off
-	admin    *http.Server
-	spawner  *spawner
-	events   chan event
-	started  chan struct{} // closed when every worker is ready at first start
-	done     chan struct{} // closed when the loop has ended
-	code     int
-	startErr error
+	addr      string   // the listener's address, as logged
+	lnFile    *os.File // the listening socket as passed to workers (fd 3); nil once closed
+	activated bool     // lnFile came from systemd (socket activation): never unlinked or filtered
+	cred      *syscall.Credential
+	reloading bool   // a SIGHUP/--reload rolling restart runs: READY=1 when it ends
+	dir       string // worker admin sockets; "" when the admin listener is off
+	admin     *http.Server
+	spawner   *spawner
+	events    chan event
+	started   chan struct{} // closed when every worker is ready at first start
+	done      chan struct{} // closed when the loop has ended
+	code      int
+	startErr  error
 
 	snap     atomic.Pointer[snapshot]
 	restarts *prometheus.CounterVec
@@ -178,6 +181,10 @@ func Run(cfg *config.Config, stderr io.Writer) int {
 	log := server.NewLogger(out, cfg.LogLevel, cfg.LogFormat)
 	slog.SetDefault(log)
 	signal.Ignore(syscall.SIGPIPE)
+	if mask, ok, _ := cfg.UmaskValue(); ok {
+		old := applyUmask(mask)
+		log.Info("umask set", "umask", fmt.Sprintf("%#o", mask), "was", fmt.Sprintf("%#o", old))
+	}
 	m := New(cfg, log, out)
 	sigs := make(chan os.Signal, 8)
 	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP, syscall.SIGTTIN, syscall.SIGTTOU)
@@ -217,25 +224,31 @@ func (m *Master) Start() error {
 	cfg := m.cfg
 	m.log.Info("master starting", "pid", os.Getpid(), "workers", cfg.Workers, "app", cfg.App)
 	m.spawner = newSpawner()
+	cred, err := cfg.Credential()
+	if err != nil {
+		return m.abort(err)
+	}
+	m.cred = cred
 	if cfg.AdminBind != "off" {
 		dir, err := os.MkdirTemp("", "turnstile-"+strconv.Itoa(os.Getpid())+"-")
 		if err != nil {
 			return m.abort(fmt.Errorf("supervise: worker admin sockets: %w", err))
 		}
 		m.dir = dir
+		if err := m.ownDir(); err != nil {
+			return m.abort(err)
+		}
 		addr, err := m.startAdmin(cfg.AdminBind)
 		if err != nil {
 			return m.abort(err)
 		}
 		m.log.Info("admin listening", "addr", addr)
 	}
-	ln, err := server.Listen(cfg.Host, cfg.Port, cfg.UDS, cfg.Backlog)
-	if err != nil {
+	if m.lnFile, m.addr, err = m.bind(); err != nil {
 		return m.abort(err)
 	}
-	m.addr = ln.Addr().String()
-	if m.lnFile, err = listenerFile(ln); err != nil {
-		return m.abort(err)
+	if cred != nil {
+		m.log.Info("workers run as", "user", cfg.User, "group", cfg.Group, "uid", cred.Uid, "gid", cred.Gid)
 	}
 	for id := 1; id <= m.want; id++ {
 		p, err := m.spawn(id, "start")
@@ -345,7 +358,7 @@ func (m *Master) cleanup() {
 		m.lnFile.Close()
 		m.lnFile = nil
 	}
-	if m.cfg.UDS != "" && m.addr != "" {
+	if m.cfg.UDS != "" && m.addr != "" && !m.activated {
 		os.Remove(m.cfg.UDS)
 	}
 	if m.admin != nil {
@@ -410,6 +423,7 @@ func (m *Master) onSignal(sig os.Signal) {
 		}
 		m.log.Info("stopping: workers finish in-flight requests", "signal", signalName(sig),
 			"graceful_timeout", m.cfg.GracefulTimeout.String())
+		m.notify("STOPPING=1\nSTATUS=stopping")
 		if m.phase == phaseStarting {
 			m.startErr = ErrStopped
 		}
@@ -421,7 +435,10 @@ func (m *Master) onSignal(sig os.Signal) {
 			return
 		}
 		m.log.Info("SIGHUP: restarting the workers one by one")
+		m.reloading = true
+		m.notify("RELOADING=1\nMONOTONIC_USEC=" + systemdMonotonic() + "\nSTATUS=restarting the workers")
 		m.rolling("hup")
+		m.reloadDone()
 	case syscall.SIGTTIN:
 		if m.phase != phaseRunning {
 			return
@@ -461,7 +478,9 @@ func (m *Master) stopAll(sig syscall.Signal) {
 	if m.lnFile != nil {
 		// New connections are refused once the workers close theirs;
 		// until then no new handshake completes (refuse.go).
-		if sig != syscall.SIGKILL && m.cfg.UDS == "" {
+		// Not on systemd's socket: the filter would outlive this
+		// process and drop the SYNs meant for the next start.
+		if sig != syscall.SIGKILL && m.cfg.UDS == "" && !m.activated {
 			if err := refuseSYN(m.lnFile); err != nil {
 				m.log.Warn("cannot stop new handshakes before the workers close the listener", "err", err)
 			}
@@ -520,6 +539,7 @@ func (m *Master) onReady(p *proc) {
 		}
 		m.phase = phaseRunning
 		m.log.Info("listening", "addr", m.addr, "workers", m.want)
+		m.notifyReady()
 		close(m.started)
 	}
 }
@@ -683,6 +703,7 @@ func (m *Master) next() {
 		m.log.Info("replacing worker", "worker", r.id, "old_pid", cur.pid, "pid", p.pid, "cause", r.cause, "why", r.why)
 		m.adopt(p)
 	}
+	m.reloadDone()
 }
 
 func (m *Master) finishReplace(p *proc) {

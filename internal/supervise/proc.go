@@ -166,7 +166,7 @@ func (m *Master) spawn(id int, cause string) (*proc, error) {
 	}
 	cmd := exec.Command(m.exe, m.args...)
 	cmd.Args[0] = os.Args[0] // as ps shows it, rather than /proc/self/exe
-	cmd.Env = append(workerEnv(), server.EnvWorker+"="+strconv.Itoa(id), server.EnvWorkerAdmin+"="+p.admin)
+	cmd.Env = append(childEnv(workerEnv()), server.EnvWorker+"="+strconv.Itoa(id), server.EnvWorkerAdmin+"="+p.admin)
 	cmd.ExtraFiles = []*os.File{m.lnFile, ctlW} // fds 3 and 4
 	cmd.Stdout, cmd.Stderr = errW, errW
 	cmd.SysProcAttr = &syscall.SysProcAttr{
@@ -175,6 +175,8 @@ func (m *Master) spawn(id int, cause string) (*proc, error) {
 		Setpgid: true,
 		// A master that dies (even by SIGKILL) takes its workers with it.
 		Pdeathsig: syscall.SIGTERM,
+		// --user/--group (deploy.go); nil: the master's own.
+		Credential: m.cred,
 	}
 	p.cmd = cmd
 	err = m.spawner.start(cmd)

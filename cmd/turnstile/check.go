@@ -1,0 +1,132 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/spf13/cobra"
+
+	"turnstile/internal/cliconf"
+	"turnstile/internal/config"
+	"turnstile/internal/python"
+	"turnstile/internal/server"
+)
+
+// reservedEnv are TURNSTILE_* variables that are not settings: the
+// worker's own, and the build's and tests' (Makefile, tests/, bench/).
+var reservedEnv = []string{
+	server.EnvWorker, server.EnvWorkerAdmin,
+	"TURNSTILE_BIN", "TURNSTILE_PYTHON", "TURNSTILE_POOL_TURN", "TURNSTILE_GATE", "TURNSTILE_TEST_DB",
+}
+
+// loadConfig fills cfg from the environment and the --config file under
+// the flags already parsed (internal/cliconf), then applies defaults and
+// validates. Each bad value is one line naming where it came from.
+func loadConfig(cmd *cobra.Command, cfg *config.Config, maxRSSMiB *int64, app string) (*cliconf.Result, error) {
+	res, err := cliconf.Load(cmd.Flags(), cliconf.Options{
+		Skip:       []string{"help", "version", "format"},
+		ConfigFlag: "config",
+		Reserved:   reservedEnv,
+		Worker:     server.IsWorker(),
+	})
+	if err != nil {
+		return nil, err
+	}
+	cfg.App = app
+	cfg.WorkersMaxRSSBytes = *maxRSSMiB << 20
+	cfg.ApplyDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, errors.New(strings.Join(res.Relabel(err), "\n"))
+	}
+	return res, nil
+}
+
+// checkCommand is `turnstile check [flags] MODULE:ATTR`: the effective
+// configuration with each setting's source, and the app imported as a
+// worker imports it, without serving. Exit 0, or 1 with the traceback
+// when the app cannot be imported (2 for a bad setting, as for serving).
+func checkCommand(cfg *config.Config, maxRSSMiB *int64, code *int) *cobra.Command {
+	var format string
+	c := &cobra.Command{
+		Use:           "check [flags] MODULE:ATTR",
+		Short:         "Import the app as a worker would and print the effective configuration, without serving",
+		Args:          cobra.ExactArgs(1),
+		SilenceUsage:  true,
+		SilenceErrors: true,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if format != "text" && format != "json" {
+				return fmt.Errorf("--format %q: want text or json", format)
+			}
+			res, err := loadConfig(cmd, cfg, maxRSSMiB, args[0])
+			if err != nil {
+				return err
+			}
+			log := server.NewLogger(os.Stderr, cfg.LogLevel, "text")
+			python.SetLogger(log)
+			kind, ierr := server.Check(cfg)
+			traceback := ""
+			if ierr != nil {
+				var pe *python.Error
+				if errors.As(ierr, &pe) {
+					traceback = "turnstile: cannot load the app " + cfg.App + "\n" + pe.Text
+				} else {
+					traceback = "turnstile: " + ierr.Error()
+				}
+				*code = 1
+			}
+			settings := res.Settings()
+			for i := range settings {
+				if strings.Contains(settings[i].Name, "password") && settings[i].Value != "" {
+					settings[i].Value = "***"
+				}
+			}
+			if format == "json" {
+				out := map[string]any{"app": cfg.App, "interface": kind, "config_file": res.File, "settings": settings}
+				if ierr != nil {
+					out["interface"] = nil
+					out["error"] = traceback
+				}
+				enc := json.NewEncoder(os.Stdout)
+				enc.SetIndent("", "  ")
+				enc.Encode(out)
+			} else {
+				tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
+				fmt.Fprintf(tw, "app\t%s\n", cfg.App)
+				if ierr == nil {
+					fmt.Fprintf(tw, "interface\t%s\n", kind)
+				} else {
+					fmt.Fprintf(tw, "interface\t(the app cannot be imported)\n")
+				}
+				file := res.File
+				if file == "" {
+					file = "(none)"
+				}
+				fmt.Fprintf(tw, "config file\t%s\n\n", file)
+				fmt.Fprintf(tw, "SETTING\tVALUE\tSOURCE\n")
+				for _, s := range settings {
+					v := fmt.Sprint(s.Value)
+					if l, ok := s.Value.([]string); ok {
+						v = "[" + strings.Join(l, ", ") + "]"
+					}
+					src := string(s.Source)
+					if s.Source != cliconf.Default {
+						src += " (" + s.Origin + ")"
+					}
+					fmt.Fprintf(tw, "%s\t%s\t%s\n", s.Name, v, src)
+				}
+				tw.Flush()
+			}
+			if ierr != nil {
+				fmt.Fprintln(os.Stderr, traceback)
+			}
+			return nil
+		},
+	}
+	c.Flags().SortFlags = false
+	c.Flags().StringVar(&format, "format", "text", "output: text or json")
+	return c
+}
