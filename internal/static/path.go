@@ -6,7 +6,8 @@ import "strings"
 // before the filesystem is touched (case B36).
 const (
 	pathOK       = 0
-	pathBad      = 400 // malformed or a traversal attempt: 400, never the app
+	pathBad      = 400 // malformed: 400, never the app
+	pathRefused  = 1   // a dot segment: answered 404, never the app
 	pathNotFound = 404 // cannot name a file under the mount: a miss
 )
 
@@ -83,9 +84,13 @@ func unhex(c byte) int {
 // step above the mount or name the same file two ways, and symlinks inside
 // the mount are a separate, documented policy (case B38).
 //
-//   - pathBad (400): "." or "..", a segment that decodes to contain "/"
-//     (%2f) or "\" (a Windows separator, %5c or literal), NUL or another
-//     control character.
+//   - pathBad (400): a segment that decodes to contain "/" (%2f) or "\"
+//     (a Windows separator, %5c or literal), NUL or another control
+//     character.
+//   - pathRefused: a "." or ".." segment (however encoded). Answered 404,
+//     like a file that is not there (case B38 wants 403 or 404 for
+//     "/static/../static/app.css" in every symlink mode), but never
+//     passed to the app.
 //   - pathNotFound (404): an empty segment ("//", "%2f" already handled) in
 //     the middle of the path, or a Windows drive ("C:") as a segment start.
 //
@@ -100,7 +105,7 @@ func checkSegments(segs []string) int {
 			return pathNotFound
 		}
 		if s == "." || s == ".." {
-			return pathBad
+			return pathRefused
 		}
 		for j := 0; j < len(s); j++ {
 			c := s[j]

@@ -8,9 +8,10 @@
 //     longest prefix first, on percent-decoded segments (a path under no
 //     mount goes to the app untouched).
 //  2. checkSegments refuses traversal on the decoded segments below the
-//     prefix (case B36): "." and "..", encoded "/" and "\", NUL → 400;
-//     drive letters, empty segments → 404. Nothing is resolved: the
-//     segments are joined below the mount's directory as they are.
+//     prefix (case B36): encoded "/" and "\", NUL → 400; "." and ".." →
+//     404 (neither falls through to the app); drive letters, empty
+//     segments → a miss. Nothing is resolved: the segments are joined
+//     below the mount's directory as they are.
 //  3. open opens the file with the symlink policy (case B38; open.go):
 //     follow, owner or nofollow (openat(2) with O_NOFOLLOW per segment).
 //     A directory, a non-regular file or a missing file is a miss: 404
@@ -217,6 +218,9 @@ func (h *Handler) ServeHTTP1(w *http1.ResponseWriter, r *http1.Request) {
 	switch checkSegments(rest) {
 	case pathBad:
 		h.fail(w, 400, "")
+		return
+	case pathRefused:
+		h.fail(w, 404, "")
 		return
 	case pathNotFound:
 		h.miss(w, r)
