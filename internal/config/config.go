@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"turnstile/internal/static"
 )
 
 // Defaults. Limits follow gunicorn's where gunicorn has one.
@@ -167,6 +169,25 @@ type Config struct {
 	// "022", "22"), set before it creates any socket or file; the workers
 	// inherit it. Default "": the inherited umask, unchanged.
 	Umask string `json:"umask,omitempty"`
+
+	// Static mounts directories at URL prefixes, served in Go before the
+	// app: "URL_PREFIX=DIR" values (--static /static=./staticfiles,
+	// repeatable). DIR is made absolute at start and must be a directory.
+	// Default none.
+	Static []string `json:"static,omitempty"`
+	// StaticCacheControl is the Cache-Control value of static responses
+	// (e.g. "public, max-age=3600"). Default "": none sent.
+	StaticCacheControl string `json:"static_cache_control,omitempty"`
+	// StaticSymlinks is the policy for symlinks below a static mount:
+	// follow, owner (only when link and target have the same owner) or
+	// nofollow (403), like nginx's disable_symlinks. Default follow.
+	StaticSymlinks string `json:"static_symlinks,omitempty"`
+	// StaticFallthrough sends a static miss (no such file, a directory)
+	// to the app instead of answering 404. Default off.
+	StaticFallthrough bool `json:"static_fallthrough,omitempty"`
+	// StaticIndex serves index.html for a static URL ending in "/".
+	// Default off (no directory listing either way).
+	StaticIndex bool `json:"static_index,omitempty"`
 
 	// AdminBind is host:port of the admin listener (/livez, /readyz,
 	// /metrics), or "off". Default 127.0.0.1:9191.
@@ -354,6 +375,17 @@ func (c *Config) Validate() error {
 	case "text", "json":
 	default:
 		bad("--log-format %q: want text or json", c.LogFormat)
+	}
+	for _, m := range c.Static {
+		if _, err := static.ParseMount(m); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if _, err := static.ParseSymlinks(c.StaticSymlinks); err != nil {
+		bad("--static-symlinks %q: want follow, owner or nofollow", c.StaticSymlinks)
+	}
+	if strings.ContainsAny(c.StaticCacheControl, "\r\n\x00") {
+		bad("--static-cache-control: must be one line")
 	}
 	if c.RootPath != "" && (!strings.HasPrefix(c.RootPath, "/") || strings.HasSuffix(c.RootPath, "/")) {
 		bad("--root-path %q: want a path like /app (leading slash, no trailing slash)", c.RootPath)

@@ -25,6 +25,7 @@ import (
 	"turnstile/internal/config"
 	"turnstile/internal/http1"
 	"turnstile/internal/python"
+	"turnstile/internal/static"
 	"turnstile/internal/watchdog"
 )
 
@@ -90,6 +91,12 @@ func Run(cfg *config.Config, log *slog.Logger) int {
 	}
 	h, stopInterface, err := startInterface(kind, cfg, log, m)
 	if err != nil {
+		log.Error(err.Error())
+		return ExitFailed
+	}
+	// Static mounts answer in Go before the app (internal/static).
+	if h, err = static.New(static.Config{Mounts: cfg.Static, CacheControl: cfg.StaticCacheControl,
+		Symlinks: cfg.StaticSymlinks, Fallthrough: cfg.StaticFallthrough, Index: cfg.StaticIndex, Logger: log}, h); err != nil {
 		log.Error(err.Error())
 		return ExitFailed
 	}
