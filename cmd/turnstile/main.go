@@ -69,6 +69,11 @@ func run() int {
 	f.StringVar(&cfg.AppDir, "app-dir", "", "directory put first on sys.path (default: current directory)")
 	f.StringVar(&cfg.Venv, "venv", "", "virtualenv to run the app in (default: $VIRTUAL_ENV)")
 	f.StringVar(&cfg.RootPath, "root-path", "", "path prefix the app is mounted at (SCRIPT_NAME)")
+	f.BoolVar(&cfg.ProxyHeaders, "proxy-headers", true, "from --forwarded-allow-ips peers, take the client, scheme and host from X-Forwarded-* / Forwarded")
+	f.Var(negated{&cfg.ProxyHeaders}, "no-proxy-headers", "ignore X-Forwarded-* and Forwarded (same as --proxy-headers=false)")
+	f.Lookup("no-proxy-headers").NoOptDefVal = "true"
+	f.StringVar(&cfg.ForwardedAllowIPs, "forwarded-allow-ips", "", "trusted proxies: comma-separated IPs and CIDRs, or * (default $FORWARDED_ALLOW_IPS, else 127.0.0.1,::1)")
+	f.BoolVar(&cfg.ProxyProtocol, "proxy-protocol", false, "require a PROXY protocol v1/v2 header from --forwarded-allow-ips peers (TCP load balancers)")
 	f.IntVar(&cfg.BlockingThreads, "blocking-threads", config.DefaultBlockingThreads, "Python threads running WSGI requests")
 	f.IntVar(&cfg.BlockingThreads, "threads", config.DefaultBlockingThreads, "alias of --blocking-threads")
 	f.IntVar(&cfg.QueueSize, "queue-size", config.DefaultQueueSize, "requests that may wait for a Python thread; more get 503")
@@ -159,3 +164,26 @@ func (s secondsValue) Set(v string) error {
 }
 
 func (s secondsValue) Type() string { return "seconds" }
+
+// negated is a boolean flag that sets *b to its opposite: --no-X for a
+// flag --X that defaults to true.
+type negated struct{ b *bool }
+
+func (n negated) String() string {
+	if n.b == nil {
+		return "false"
+	}
+	return strconv.FormatBool(!*n.b)
+}
+
+func (n negated) Set(v string) error {
+	on, err := strconv.ParseBool(v)
+	if err != nil {
+		return fmt.Errorf("want true or false")
+	}
+	*n.b = !on
+	return nil
+}
+
+func (n negated) Type() string     { return "bool" }
+func (n negated) IsBoolFlag() bool { return true }

@@ -82,6 +82,7 @@ static PyObject *s_type, *s_http, *s_asgi, *asgi_template, *s_http_version,
     *s_method, *s_scheme, *s_path, *s_raw_path, *s_query_string, *s_root_path,
     *s_headers, *s_client, *s_server, *s_state, *s_extensions, *s_http_scheme,
     *s_v11, *s_v10, *extensions_template;
+static PyObject *s_https_scheme, *s_wss_scheme;
 static PyObject *s_websocket, *s_ws_scheme, *s_subprotocols, *ws_asgi_template,
     *ws_extensions_template;
 static PyObject *methods[8];
@@ -785,6 +786,11 @@ build_scope(ts_asgi_slot *s, int websocket)
         case TS_SC_SERVER_PORT:
             sport = port_obj(val, vlen);
             break;
+        case TS_SC_SCHEME:  /* sent only for https (TLS or a trusted proxy) */
+            if (vlen == 5 && memcmp(val, "https", 5) == 0) {
+                SET(s_scheme, Py_NewRef(websocket ? s_wss_scheme : s_https_scheme));
+            }
+            break;
         case TS_SC_SUBPROTOCOL:
             if (subprotocols != NULL) {
                 PyObject *proto = PyUnicode_DecodeLatin1(val, vlen, NULL);
@@ -1085,6 +1091,8 @@ ts_asgi_setup(void)
     INTERN(s_v10, "1.0");
     INTERN(s_websocket, "websocket");
     INTERN(s_ws_scheme, "ws");
+    INTERN(s_https_scheme, "https");
+    INTERN(s_wss_scheme, "wss");
     INTERN(s_subprotocols, "subprotocols");
 #undef INTERN
     for (i = 0; method_names[i] != NULL; i++) {

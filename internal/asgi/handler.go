@@ -42,7 +42,6 @@ type Result struct {
 type Handler struct {
 	// RootPath is the ASGI root_path (the mount prefix). Default "".
 	RootPath string
-	// Scheme is "http" or "https". Default "http".
 	Logger *slog.Logger
 	// Done, when set, is called after each request. For a WebSocket it is
 	// called when the handshake has been answered (Status 101 once
@@ -317,6 +316,7 @@ const (
 	scClientPort
 	scServerHost
 	scServerPort
+	scScheme // only for "https": C sets "https" (or "wss"), interned; else "http"/"ws"
 )
 
 // buildScope writes the request block for the HTTP connection scope (ASGI
@@ -350,6 +350,9 @@ func (s *slot) buildScope(r *http1.Request, rootPath string) ([]byte, int) {
 	add(scClientPort, nil, s.addrs.RemotePort)
 	add(scServerHost, nil, s.addrs.LocalHost)
 	add(scServerPort, nil, s.addrs.LocalPort)
+	if r.Scheme == "https" { // TLS, or a trusted proxy said so (internal/proxy)
+		add(scScheme, nil, []byte("https"))
+	}
 	for i := range r.Header {
 		name := r.Header[i].Name
 		s.lower = s.lower[:0]

@@ -58,6 +58,19 @@ type Config struct {
 	// ASGI root_path). Default: "".
 	RootPath string `json:"root_path,omitempty"`
 
+	// ProxyHeaders applies X-Forwarded-For/-Proto/-Host/-Port and RFC
+	// 7239 Forwarded from peers in ForwardedAllowIPs (internal/proxy).
+	// Default on (the flag's default); the zero value is off.
+	ProxyHeaders bool `json:"proxy_headers,omitempty"`
+	// ForwardedAllowIPs are the trusted proxies: comma-separated IPs and
+	// CIDR prefixes, or "*". Default: $FORWARDED_ALLOW_IPS, else
+	// "127.0.0.1,::1". A Unix-socket peer is always trusted.
+	ForwardedAllowIPs string `json:"forwarded_allow_ips,omitempty"`
+	// ProxyProtocol expects a PROXY protocol v1/v2 header on connections
+	// from ForwardedAllowIPs peers (and refuses one from other peers).
+	// Default off.
+	ProxyProtocol bool `json:"proxy_protocol,omitempty"`
+
 	// Host and Port: the TCP address to serve. Default 127.0.0.1:8000.
 	// Port 0 picks a free port (logged at start-up).
 	Host string `json:"host,omitempty"`
@@ -285,6 +298,7 @@ func (c *Config) ApplyDefaults() {
 	if c.LogLevel == "" {
 		c.LogLevel = "info"
 	}
+	c.applyProxyDefaults()
 	if c.LogFormat == "" {
 		c.LogFormat = "text"
 	}
@@ -400,6 +414,7 @@ func (c *Config) Validate() error {
 			bad("--%s %d: must not be negative", n.name, n.v)
 		}
 	}
+	c.validateProxy(bad)
 	return errors.Join(errs...)
 }
 

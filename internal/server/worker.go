@@ -78,6 +78,7 @@ func Run(cfg *config.Config, log *slog.Logger) int {
 		log.Error(err.Error())
 		return ExitFailed
 	}
+	ln = proxyListener(ln, cfg, log) // --proxy-protocol (proxy.go)
 
 	kind, err := python.Start(pythonConfig(cfg, program))
 	if err != nil {
@@ -101,7 +102,7 @@ func Run(cfg *config.Config, log *slog.Logger) int {
 		return ExitFailed
 	}
 	srv = http1.Server{
-		Handler:             track(h, cfg, log),
+		Handler:             proxyHeaders(track(h, cfg, log), cfg),
 		MaxRequestLineBytes: cfg.LimitRequestLine,
 		MaxHeaderFields:     cfg.LimitRequestFields,
 		MaxHeaderFieldBytes: cfg.LimitRequestFieldSize,

@@ -17,6 +17,7 @@ var knownKeys = []string{
 	"HTTP_AUTHORIZATION", "HTTP_ORIGIN", "HTTP_UPGRADE_INSECURE_REQUESTS",
 	"HTTP_X_REQUESTED_WITH", "HTTP_IF_NONE_MATCH", "HTTP_IF_MODIFIED_SINCE",
 	"HTTP_EXPECT", "HTTP_PRAGMA", "HTTP_SEC_FETCH_MODE",
+	"wsgi.url_scheme", // sent only when not "http" (the template's); C interns "https"
 }
 
 const (
@@ -32,7 +33,14 @@ const (
 	keyRemoteAddr
 	keyRemotePort
 	keyRawURI
+	keyURLScheme = 33 // "wsgi.url_scheme" above
 )
+
+func init() {
+	if knownKeys[keyURLScheme-1] != "wsgi.url_scheme" {
+		panic("wsgi: keyURLScheme does not name wsgi.url_scheme")
+	}
+}
 
 var keyID = func() map[string]uint16 {
 	m := make(map[string]uint16, len(knownKeys))
@@ -74,12 +82,23 @@ func buildEnviron(b []byte, r *http1.Request, scriptName []byte, ac *reqblock.Ad
 	add(keyRemoteAddr, nil, ac.RemoteHost)
 	add(keyRemotePort, nil, ac.RemotePort)
 
-	// SERVER_NAME and SERVER_PORT from Host, else the local address.
+	// wsgi.url_scheme: the template's "http" unless TLS or a trusted
+	// proxy (internal/proxy) said https.
+	https := r.Scheme == "https"
+	if https {
+		add(keyURLScheme, nil, []byte("https"))
+	}
+
+	// SERVER_NAME and SERVER_PORT from Host (its port, else the scheme's
+	// default), else the local address.
 	if host := r.Host; len(host) > 0 {
 		h, p := reqblock.SplitHostPort(host)
 		add(keyServerName, nil, h)
 		if len(p) == 0 {
 			p = []byte("80")
+			if https {
+				p = []byte("443")
+			}
 		}
 		add(keyServerPort, nil, p)
 	} else {

@@ -41,6 +41,8 @@ static int key_count;
 static PyObject **key_objs;          /* interned environ keys by id-1 */
 static PyObject *environ_template;   /* wsgi.* constants */
 static PyObject *str_wsgi_input, *str_close, *str_fileno, *str_read;
+static int url_scheme_id;            /* id of "wsgi.url_scheme", 0 if none */
+static PyObject *str_https;          /* its value on TLS or behind a proxy */
 static PyObject *errors_stream;
 
 static PyTypeObject *InputType, *StartResponseType, *FileWrapperType;
@@ -139,7 +141,12 @@ build_environ(ts_wsgi_job *job)
             key = PyUnicode_DecodeLatin1(p, klen, NULL);
         }
         p += klen;
-        val = PyUnicode_DecodeLatin1(p, vlen, NULL);
+        if (id == url_scheme_id && id > 0 && vlen == 5 && memcmp(p, "https", 5) == 0) {
+            val = Py_NewRef(str_https);
+        }
+        else {
+            val = PyUnicode_DecodeLatin1(p, vlen, NULL);
+        }
         p += vlen;
         if (key == NULL || val == NULL) {
             Py_XDECREF(key);
@@ -1117,6 +1124,13 @@ ts_wsgi_setup(void)
         if (key_objs[i] == NULL) {
             return -1;
         }
+        if (strcmp(key_names[i], "wsgi.url_scheme") == 0) {
+            url_scheme_id = i + 1;
+        }
+    }
+    str_https = PyUnicode_InternFromString("https");
+    if (str_https == NULL) {
+        return -1;
     }
     str_wsgi_input = PyUnicode_InternFromString("wsgi.input");
     str_close = PyUnicode_InternFromString("close");

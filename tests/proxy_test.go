@@ -1,0 +1,295 @@
+package tests
+
+// Proxy headers, the request scheme and the PROXY protocol
+// (internal/proxy), against the real binary: trust is decided by the peer
+// address, so the tests dial from a second loopback address (127.0.0.2)
+// with net.Dialer.LocalAddr.
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gorilla/websocket"
+	"github.com/pires/go-proxyproto"
+)
+
+// dialFrom opens a TCP connection to addr from the local IP from.
+func dialFrom(t *testing.T, from, addr string) net.Conn {
+	t.Helper()
+	d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(from)}, Timeout: 10 * time.Second}
+	c, err := d.Dial("tcp", addr)
+	if err != nil {
+		t.Fatalf("dial %s from %s: %v", addr, from, err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// exchange writes one GET with the extra header lines on c and returns
+// the decoded JSON body (the connection stays open).
+func exchange(t *testing.T, c net.Conn, br *bufio.Reader, path string, headers ...string) map[string]any {
+	t.Helper()
+	req := "GET " + path + " HTTP/1.1\r\nHost: internal:8000\r\n"
+	for _, h := range headers {
+		req += h + "\r\n"
+	}
+	c.SetDeadline(time.Now().Add(30 * time.Second))
+	if _, err := io.WriteString(c, req+"\r\n"); err != nil {
+		t.Fatalf("write: %v", err)
+	}
+	resp, err := http.ReadResponse(br, nil)
+	if err != nil {
+		t.Fatalf("read response: %v", err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != 200 {
+		t.Fatalf("status %d: %s", resp.StatusCode, body)
+	}
+	var out map[string]any
+	if err := json.Unmarshal(body, &out); err != nil {
+		t.Fatalf("body %q: %v", body, err)
+	}
+	return out
+}
+
+// fetch is exchange on a new connection from the local IP from.
+func fetch(t *testing.T, s *Server, from string, headers ...string) map[string]any {
+	t.Helper()
+	c := dialFrom(t, from, s.Addr)
+	return exchange(t, c, bufio.NewReader(c), "/", headers...)
+}
+
+// expect compares the keys of want with got (numbers as JSON numbers).
+func expect(t *testing.T, what string, got map[string]any, want map[string]any) {
+	t.Helper()
+	for k, v := range want {
+		if fmt.Sprint(got[k]) != fmt.Sprint(v) {
+			t.Errorf("%s: %s = %v, want %v (all: %v)", what, k, got[k], v, got)
+		}
+	}
+}
+
+var forwarded = []string{"X-Forwarded-For: 203.0.113.7", "X-Forwarded-Proto: https", "X-Forwarded-Host: example.com"}
+
+// TestProxy_TrustFromSecondLoopback: with the default trust (127.0.0.1,
+// ::1) the headers apply from 127.0.0.1 and not from 127.0.0.2; with
+// --forwarded-allow-ips 127.0.0.2 the reverse. Also: a kept-alive
+// connection judges each request afresh.
+func TestProxy_TrustFromSecondLoopback(t *testing.T) {
+	applied := map[string]any{"REMOTE_ADDR": "203.0.113.7", "REMOTE_PORT": "0", "wsgi.url_scheme": "https",
+		"interned": true, "HTTP_HOST": "example.com", "SERVER_NAME": "example.com", "SERVER_PORT": "443"}
+	notApplied := func(from string) map[string]any {
+		return map[string]any{"REMOTE_ADDR": from, "wsgi.url_scheme": "http", "interned": true,
+			"HTTP_HOST": "internal:8000", "SERVER_NAME": "internal", "SERVER_PORT": "8000",
+			"HTTP_X_FORWARDED_FOR": "203.0.113.7"}
+	}
+
+	s := Start(t, "proxy_echo:wsgi_app")
+	expect(t, "default trust, from 127.0.0.1", fetch(t, s, "127.0.0.1", forwarded...), applied)
+	expect(t, "default trust, from 127.0.0.2", fetch(t, s, "127.0.0.2", forwarded...), notApplied("127.0.0.2"))
+
+	// One kept-alive connection: forwarded, then plain, then forwarded.
+	c := dialFrom(t, "127.0.0.1", s.Addr)
+	br := bufio.NewReader(c)
+	expect(t, "keep-alive 1", exchange(t, c, br, "/", forwarded...), applied)
+	plain := exchange(t, c, br, "/")
+	expect(t, "keep-alive 2 (no headers)", plain, map[string]any{"REMOTE_ADDR": "127.0.0.1", "wsgi.url_scheme": "http", "HTTP_HOST": "internal:8000", "SERVER_PORT": "8000"})
+	expect(t, "keep-alive 3", exchange(t, c, br, "/", "X-Forwarded-For: 198.51.100.9"), map[string]any{"REMOTE_ADDR": "198.51.100.9", "wsgi.url_scheme": "http"})
+
+	s2 := Start(t, "--forwarded-allow-ips", "127.0.0.2", "proxy_echo:wsgi_app")
+	expect(t, "127.0.0.2 trusted, from 127.0.0.2", fetch(t, s2, "127.0.0.2", forwarded...), applied)
+	expect(t, "127.0.0.2 trusted, from 127.0.0.1", fetch(t, s2, "127.0.0.1", forwarded...), notApplied("127.0.0.1"))
+}
+
+// TestProxy_XForwardedForChain: the client is the rightmost hop not
+// trusted, across several fields; garbage leaves the peer's address and
+// is never an error.
+func TestProxy_XForwardedForChain(t *testing.T) {
+	s := Start(t, "--forwarded-allow-ips", "127.0.0.1, 10.0.0.0/8", "proxy_echo:wsgi_app")
+	cases := []struct {
+		name    string
+		headers []string
+		want    map[string]any
+	}{
+		{"four hops", []string{"X-Forwarded-For: 198.51.100.1, 203.0.113.7, 10.1.1.1, 10.2.2.2"}, map[string]any{"REMOTE_ADDR": "203.0.113.7"}},
+		{"two fields", []string{"X-Forwarded-For: 198.51.100.1, 203.0.113.7", "X-Forwarded-For: 10.1.1.1"}, map[string]any{"REMOTE_ADDR": "203.0.113.7"}},
+		{"all trusted", []string{"X-Forwarded-For: 10.3.3.3, 10.1.1.1"}, map[string]any{"REMOTE_ADDR": "10.3.3.3"}},
+		{"port", []string{"X-Forwarded-For: 203.0.113.7:5555"}, map[string]any{"REMOTE_ADDR": "203.0.113.7", "REMOTE_PORT": "5555"}},
+		{"IPv6", []string{"X-Forwarded-For: 2001:db8::7, 10.1.1.1"}, map[string]any{"REMOTE_ADDR": "2001:db8::7"}},
+		{"proto per hop", []string{"X-Forwarded-For: 203.0.113.7, 10.1.1.1", "X-Forwarded-Proto: https, http"}, map[string]any{"REMOTE_ADDR": "203.0.113.7", "wsgi.url_scheme": "https"}},
+		{"garbage hop", []string{"X-Forwarded-For: 203.0.113.7, not-an-ip, 10.1.1.1"}, map[string]any{"REMOTE_ADDR": "127.0.0.1"}},
+		{"garbage proto", []string{"X-Forwarded-Proto: javascript"}, map[string]any{"wsgi.url_scheme": "http"}},
+		{"garbage host", []string{"X-Forwarded-Host: a b"}, map[string]any{"HTTP_HOST": "internal:8000"}},
+		{"host and port", []string{"X-Forwarded-Host: example.com", "X-Forwarded-Port: 8443", "X-Forwarded-Proto: https"},
+			map[string]any{"HTTP_HOST": "example.com:8443", "SERVER_NAME": "example.com", "SERVER_PORT": "8443", "wsgi.url_scheme": "https"}},
+		{"X-Forwarded-* wins over Forwarded", []string{"Forwarded: for=198.51.100.1;proto=https", "X-Forwarded-For: 203.0.113.7"},
+			map[string]any{"REMOTE_ADDR": "203.0.113.7", "wsgi.url_scheme": "http"}},
+	}
+	for _, c := range cases {
+		expect(t, c.name, fetch(t, s, "127.0.0.1", c.headers...), c.want)
+	}
+}
+
+// TestProxy_Forwarded: RFC 7239 with a quoted IPv6 node, obfuscated and
+// unknown hops, in WSGI and ASGI.
+func TestProxy_Forwarded(t *testing.T) {
+	ipv6 := `Forwarded: for="[2001:db8:cafe::17]:4711";proto=https;host=example.com`
+	s := Start(t, "proxy_echo:wsgi_app")
+	expect(t, "quoted IPv6", fetch(t, s, "127.0.0.1", ipv6), map[string]any{
+		"REMOTE_ADDR": "2001:db8:cafe::17", "REMOTE_PORT": "4711", "wsgi.url_scheme": "https",
+		"HTTP_HOST": "example.com", "SERVER_PORT": "443"})
+	expect(t, "chain", fetch(t, s, "127.0.0.1", "Forwarded: for=192.0.2.43, for=198.51.100.17;proto=https, for=127.0.0.1"),
+		map[string]any{"REMOTE_ADDR": "198.51.100.17", "wsgi.url_scheme": "https"})
+	expect(t, "obfuscated", fetch(t, s, "127.0.0.1", "Forwarded: for=_hidden;proto=https"),
+		map[string]any{"REMOTE_ADDR": "127.0.0.1", "wsgi.url_scheme": "https"})
+	expect(t, "unknown", fetch(t, s, "127.0.0.1", "Forwarded: for=unknown"), map[string]any{"REMOTE_ADDR": "127.0.0.1"})
+	expect(t, "malformed", fetch(t, s, "127.0.0.1", `Forwarded: for="[2001:db8::1`), map[string]any{"REMOTE_ADDR": "127.0.0.1", "wsgi.url_scheme": "http"})
+	expect(t, "untrusted peer", fetch(t, s, "127.0.0.2", ipv6), map[string]any{"REMOTE_ADDR": "127.0.0.2", "wsgi.url_scheme": "http"})
+
+	a := Start(t, "proxy_echo:asgi_app")
+	got := fetch(t, a, "127.0.0.1", ipv6)
+	expect(t, "ASGI quoted IPv6", got, map[string]any{"scheme": "https", "interned": true, "client": []any{"2001:db8:cafe::17", 4711}, "host": "example.com"})
+}
+
+// TestProxy_ASGIScheme: X-Forwarded-Proto reaches the HTTP scope's
+// scheme and the WebSocket scope's (ws/wss), interned; a plain request
+// keeps http/ws.
+func TestProxy_ASGIScheme(t *testing.T) {
+	s := Start(t, "proxy_echo:asgi_app")
+	expect(t, "https", fetch(t, s, "127.0.0.1", forwarded...), map[string]any{
+		"type": "http", "scheme": "https", "interned": true, "client": []any{"203.0.113.7", 0}, "host": "example.com"})
+	expect(t, "plain", fetch(t, s, "127.0.0.1"), map[string]any{"scheme": "http", "interned": true, "host": "internal:8000"})
+	expect(t, "untrusted", fetch(t, s, "127.0.0.2", forwarded...), map[string]any{"scheme": "http", "host": "internal:8000"})
+
+	ws := func(from string, headers ...string) map[string]any {
+		t.Helper()
+		d := websocket.Dialer{HandshakeTimeout: 10 * time.Second,
+			NetDial: func(network, addr string) (net.Conn, error) {
+				return (&net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(from)}}).Dial(network, addr)
+			}}
+		h := http.Header{}
+		for _, kv := range headers {
+			k, v, _ := strings.Cut(kv, ": ")
+			h.Add(k, v)
+		}
+		c, _, err := d.Dial("ws://"+s.Addr+"/ws", h)
+		if err != nil {
+			t.Fatalf("websocket dial: %v", err)
+		}
+		defer c.Close()
+		c.SetReadDeadline(time.Now().Add(30 * time.Second))
+		_, msg, err := c.ReadMessage()
+		if err != nil {
+			t.Fatalf("websocket read: %v", err)
+		}
+		var out map[string]any
+		if err := json.Unmarshal(msg, &out); err != nil {
+			t.Fatalf("websocket message %q: %v", msg, err)
+		}
+		return out
+	}
+	expect(t, "ws https", ws("127.0.0.1", forwarded...), map[string]any{"type": "websocket", "scheme": "wss", "interned": true, "client": []any{"203.0.113.7", 0}})
+	expect(t, "ws wss", ws("127.0.0.1", "X-Forwarded-Proto: wss"), map[string]any{"scheme": "wss"})
+	expect(t, "ws plain", ws("127.0.0.1"), map[string]any{"scheme": "ws", "interned": true})
+	expect(t, "ws untrusted", ws("127.0.0.2", forwarded...), map[string]any{"scheme": "ws"})
+}
+
+// TestProxy_Off: --no-proxy-headers ignores the headers even from a
+// trusted peer; X-Forwarded-Prefix is never trusted (--root-path is the
+// mount prefix).
+func TestProxy_Off(t *testing.T) {
+	s := Start(t, "--no-proxy-headers", "proxy_echo:wsgi_app")
+	expect(t, "off", fetch(t, s, "127.0.0.1", forwarded...), map[string]any{"REMOTE_ADDR": "127.0.0.1", "wsgi.url_scheme": "http", "HTTP_HOST": "internal:8000"})
+
+	r := Start(t, "--root-path", "/app", "proxy_echo:wsgi_app")
+	c := dialFrom(t, "127.0.0.1", r.Addr)
+	got := exchange(t, c, bufio.NewReader(c), "/app/x", "X-Forwarded-Prefix: /evil")
+	expect(t, "X-Forwarded-Prefix", got, map[string]any{"SCRIPT_NAME": "/app", "PATH_INFO": "/x", "HTTP_X_FORWARDED_PREFIX": "/evil"})
+
+	if code, out := runBadFlag(t, "--forwarded-allow-ips", "10.0.0.0/8,localhost"); code != 2 || !strings.Contains(out, "localhost") {
+		t.Errorf("bad --forwarded-allow-ips: exit %d, output %q", code, out)
+	}
+}
+
+func runBadFlag(t *testing.T, args ...string) (int, string) {
+	t.Helper()
+	cmd := Command(t, append(args, "proxy_echo:wsgi_app")...)
+	out, _ := cmd.CombinedOutput()
+	return cmd.ProcessState.ExitCode(), string(out)
+}
+
+// readClosed reads c until the server closes it and returns what came.
+func readClosed(t *testing.T, c net.Conn) (string, bool) {
+	t.Helper()
+	return ReadAll(c, 20*time.Second)
+}
+
+// TestProxy_Protocol: --proxy-protocol v1 and v2 over raw TCP; the
+// header's source is the client, and proxy headers apply on top when it
+// is trusted; a trusted peer without a valid header, and an untrusted
+// peer with one, are closed.
+func TestProxy_Protocol(t *testing.T) {
+	s := Start(t, "--proxy-protocol", "--forwarded-allow-ips", "127.0.0.1,10.0.0.0/8", "--timeout-request-header", "3s", "proxy_echo:wsgi_app")
+
+	// v1, then a second request on the same connection.
+	c := dialFrom(t, "127.0.0.1", s.Addr)
+	io.WriteString(c, "PROXY TCP4 198.51.100.7 127.0.0.1 4711 8000\r\n")
+	br := bufio.NewReader(c)
+	expect(t, "v1", exchange(t, c, br, "/"), map[string]any{"REMOTE_ADDR": "198.51.100.7", "REMOTE_PORT": "4711"})
+	expect(t, "v1, second request", exchange(t, c, br, "/", "X-Forwarded-For: 203.0.113.7"), map[string]any{"REMOTE_ADDR": "198.51.100.7"})
+
+	// v2 (IPv6) from go-proxyproto's writer.
+	c = dialFrom(t, "127.0.0.1", s.Addr)
+	h := proxyproto.HeaderProxyFromAddrs(2, &net.TCPAddr{IP: net.ParseIP("2001:db8::7"), Port: 5000}, &net.TCPAddr{IP: net.ParseIP("2001:db8::1"), Port: 443})
+	if _, err := h.WriteTo(c); err != nil {
+		t.Fatal(err)
+	}
+	expect(t, "v2", exchange(t, c, bufio.NewReader(c), "/"), map[string]any{"REMOTE_ADDR": "2001:db8::7", "REMOTE_PORT": "5000"})
+
+	// The load balancer's source is a trusted proxy: its headers apply.
+	c = dialFrom(t, "127.0.0.1", s.Addr)
+	io.WriteString(c, "PROXY TCP4 10.0.0.5 10.0.0.1 40000 80\r\n")
+	expect(t, "v1 + X-Forwarded-For", exchange(t, c, bufio.NewReader(c), "/", forwarded...), map[string]any{"REMOTE_ADDR": "203.0.113.7", "wsgi.url_scheme": "https"})
+
+	// Required from 127.0.0.1: a plain request, or a bad header, is closed.
+	for _, raw := range []string{
+		"GET / HTTP/1.1\r\nHost: x\r\n\r\n",
+		"PROXY TCP4 198.51.100.7 nonsense 1 2\r\nGET / HTTP/1.1\r\nHost: x\r\n\r\n",
+		"PROXY TCP9 198.51.100.7 127.0.0.1 1 2\r\nGET / HTTP/1.1\r\nHost: x\r\n\r\n",
+		"\r\n\r\n\x00\r\nQUIT\n\x21\x11\x00\xff", // a v2 signature with a bad length
+	} {
+		c = dialFrom(t, "127.0.0.1", s.Addr)
+		io.WriteString(c, raw)
+		if out, closed := readClosed(t, c); !closed || out != "" {
+			t.Errorf("%q: closed=%v, got %q", raw, closed, out)
+		}
+	}
+	// A silent trusted peer is closed after the header timeout, and does
+	// not hold up other connections meanwhile.
+	silent := dialFrom(t, "127.0.0.1", s.Addr)
+	c = dialFrom(t, "127.0.0.1", s.Addr)
+	io.WriteString(c, "PROXY TCP4 198.51.100.8 127.0.0.1 1 2\r\n")
+	expect(t, "beside a silent peer", exchange(t, c, bufio.NewReader(c), "/"), map[string]any{"REMOTE_ADDR": "198.51.100.8"})
+	if out, closed := readClosed(t, silent); !closed || out != "" {
+		t.Errorf("silent peer: closed=%v, got %q", closed, out)
+	}
+
+	// From 127.0.0.2 (untrusted): plain is served, a header is refused.
+	expect(t, "untrusted plain", fetch(t, s, "127.0.0.2"), map[string]any{"REMOTE_ADDR": "127.0.0.2"})
+	c = dialFrom(t, "127.0.0.2", s.Addr)
+	io.WriteString(c, "PROXY TCP4 198.51.100.7 127.0.0.1 4711 8000\r\nGET / HTTP/1.1\r\nHost: x\r\n\r\n")
+	if out, closed := readClosed(t, c); !closed || out != "" {
+		t.Errorf("untrusted header: closed=%v, got %q", closed, out)
+	}
+	if !strings.Contains(s.Logs(), "proxy protocol: connection closed") {
+		t.Errorf("no warning logged for a refused connection")
+	}
+}
