@@ -23,7 +23,7 @@ say() { printf 'setup: %s\n' "$*"; }
 
 # --- apt ---------------------------------------------------------------
 need=()
-for pkg in wrk nghttp2-client curl util-linux build-essential; do
+for pkg in wrk nghttp2-client curl util-linux build-essential nginx; do  # nginx: bench/static (run from its own config, not the service)
 	dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q 'ok installed' || need+=("$pkg")
 done
 if ((${#need[@]})); then
