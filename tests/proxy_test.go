@@ -12,6 +12,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -107,6 +108,14 @@ func TestProxy_TrustFromSecondLoopback(t *testing.T) {
 	s2 := Start(t, "--forwarded-allow-ips", "127.0.0.2", "proxy_echo:wsgi_app")
 	expect(t, "127.0.0.2 trusted, from 127.0.0.2", fetch(t, s2, "127.0.0.2", forwarded...), applied)
 	expect(t, "127.0.0.2 trusted, from 127.0.0.1", fetch(t, s2, "127.0.0.1", forwarded...), notApplied("127.0.0.1"))
+
+	// FORWARDED_ALLOW_IPS, as uvicorn and gunicorn read it; the flag wins.
+	t.Setenv("FORWARDED_ALLOW_IPS", "127.0.0.2/32")
+	s3 := Start(t, "proxy_echo:wsgi_app")
+	expect(t, "FORWARDED_ALLOW_IPS=127.0.0.2/32, from 127.0.0.2", fetch(t, s3, "127.0.0.2", forwarded...), applied)
+	expect(t, "FORWARDED_ALLOW_IPS=127.0.0.2/32, from 127.0.0.1", fetch(t, s3, "127.0.0.1", forwarded...), notApplied("127.0.0.1"))
+	s4 := Start(t, "--forwarded-allow-ips", "127.0.0.1", "proxy_echo:wsgi_app")
+	expect(t, "flag over FORWARDED_ALLOW_IPS", fetch(t, s4, "127.0.0.1", forwarded...), applied)
 }
 
 // TestProxy_XForwardedForChain: the client is the rightmost hop not
@@ -216,6 +225,26 @@ func TestProxy_Off(t *testing.T) {
 
 	if code, out := runBadFlag(t, "--forwarded-allow-ips", "10.0.0.0/8,localhost"); code != 2 || !strings.Contains(out, "localhost") {
 		t.Errorf("bad --forwarded-allow-ips: exit %d, output %q", code, out)
+	}
+}
+
+// TestProxy_UnixSocket: a Unix-socket peer is trusted (only processes the
+// socket file lets in can connect: the reverse proxy), in WSGI and ASGI.
+func TestProxy_UnixSocket(t *testing.T) {
+	for _, app := range []string{"proxy_echo:wsgi_app", "proxy_echo:asgi_app"} {
+		sock := filepath.Join(t.TempDir(), "ts.sock")
+		Start(t, "--uds", sock, app)
+		c, err := net.DialTimeout("unix", sock, 10*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		got := exchange(t, c, bufio.NewReader(c), "/", forwarded...)
+		if strings.HasSuffix(app, "wsgi_app") {
+			expect(t, "WSGI over a Unix socket", got, map[string]any{"REMOTE_ADDR": "203.0.113.7", "wsgi.url_scheme": "https", "HTTP_HOST": "example.com"})
+		} else {
+			expect(t, "ASGI over a Unix socket", got, map[string]any{"client": []any{"203.0.113.7", 0}, "scheme": "https", "host": "example.com"})
+		}
 	}
 }
 
