@@ -60,7 +60,8 @@ typedef struct ts_asgi_take_result {
 
 typedef struct ts_asgi_slot {
     int index;
-    int done_fd;              /* eventfd: loop -> Go */
+    int ready;                /* on the ready list (loop -> Go); __atomic */
+    struct ts_asgi_slot *ready_next;  /* guarded by bridge.c's rlock */
     pthread_mutex_t mu;       /* guards everything below except req */
     uint32_t gen;             /* bumped by Go for each request */
     int refs;                 /* holders: Go (handler) and the loop (app task) */
@@ -98,7 +99,9 @@ typedef struct ts_asgi_slot {
     PyObject *cycle;          /* the loop's per-request object (loop thread only) */
 } ts_asgi_slot;
 
-ts_asgi_slot *ts_asgi_slot_new(int index, int done_fd);
+ts_asgi_slot *ts_asgi_slot_new(int index);
+int ts_asgi_ready_open(void);
+int ts_asgi_ready_take(int *index, int max, int *armed);
 int ts_asgi_reserve(ts_asgi_slot *s, size_t need);
 /* Go: start a request on a slot it holds (refs = 2). Returns the new gen. */
 uint32_t ts_asgi_begin(ts_asgi_slot *s);

@@ -18,11 +18,17 @@
  * Go never takes the GIL for the bridge: only the loop thread attaches.
  *
  * Loop -> Go: send() never blocks. A Channel method appends the head or
- * body bytes to the slot's output buffer under the slot's mutex and writes
- * the slot's eventfd; the handler goroutine, reading that eventfd through
- * the netpoller, takes the buffer (swapping it with a spare) and writes it
- * to the socket. send() awaits only when more than write_buffer bytes are
- * pending (the bound rule): Go's ts_asgi_written then pushes DRAINED.
+ * body bytes to the slot's output buffer under the slot's mutex and puts
+ * the slot on the ready list (signal_go); Go's dispatcher goroutine,
+ * reading the list's one eventfd through the netpoller, takes the whole
+ * list and wakes each slot's handler goroutine on a Go channel; that
+ * goroutine takes the buffer (swapping it with a spare) and writes it to
+ * the socket. The ready list follows the loop queue's protocol (a slot is
+ * listed at most once; the eventfd is written only when the dispatcher
+ * has armed need_wake), so a burst of responses costs the loop thread one
+ * write(2), not one per response. send() awaits only when more than
+ * write_buffer bytes are pending (the bound rule): Go's ts_asgi_written
+ * then pushes DRAINED.
  *
  * Slots are reused; refs counts the holders (the Go handler and the app's
  * task) and gen tells a late event from a new request's.
@@ -81,7 +87,7 @@ static PyObject *state_dict;             /* lifespan state, or NULL */
 static PyObject *s_type, *s_http, *s_asgi, *asgi_template, *s_http_version,
     *s_method, *s_scheme, *s_path, *s_raw_path, *s_query_string, *s_root_path,
     *s_headers, *s_client, *s_server, *s_state, *s_extensions, *s_http_scheme,
-    *s_v11, *s_v10, *extensions_template;
+    *s_v11, *s_v10, *s_v2, *extensions_template;
 static PyObject *s_https_scheme, *s_wss_scheme;
 static PyObject *s_websocket, *s_ws_scheme, *s_subprotocols, *ws_asgi_template,
     *ws_extensions_template;
@@ -91,25 +97,23 @@ static const char *method_names[8] = {"GET", "POST", "PUT", "DELETE", "HEAD", "P
 /* ---- slots ----------------------------------------------------------- */
 
 ts_asgi_slot *
-ts_asgi_slot_new(int index, int done_fd)
+ts_asgi_slot_new(int index)
 {
     ts_asgi_slot *s;
 
-    if (done_fd < 0) {
-        /* Reuse a free slot, with its own index and eventfd, or NULL. */
+    if (index < 0) {
+        /* Reuse a free slot, with its own index, or NULL. */
         pthread_mutex_lock(&flock);
         s = nfree > 0 ? free_slots[--nfree] : NULL;
         pthread_mutex_unlock(&flock);
         return s;
     }
-    /* A new slot for the caller's fresh eventfd: never a recycled one,
-     * whose eventfd the loop would signal instead. */
+    /* A new slot at Go's index for it. */
     s = calloc(1, sizeof(*s));
     if (s == NULL) {
         return NULL;
     }
     s->index = index;
-    s->done_fd = done_fd;
     pthread_mutex_init(&s->mu, NULL);
     s->req_cap = 4096;
     s->req = malloc(s->req_cap);
@@ -291,13 +295,91 @@ ts_asgi_written(ts_asgi_slot *s, uint32_t gen)
     }
 }
 
-/* signal_go wakes the handler goroutine of s. Any thread. */
+/* ---- the ready list (loop -> Go) --------------------------------------- */
+
+static pthread_mutex_t rlock = PTHREAD_MUTEX_INITIALIZER;
+static ts_asgi_slot *rhead, *rtail;      /* guarded by rlock */
+static int ready_fd = -1;                /* Go's dispatcher reads it */
+static _Atomic int go_need_wake = 1;
+
+/* ts_asgi_ready_open creates the ready list's eventfd, once; Go's
+ * dispatcher goroutine reads it. Returns the fd, or -1 with errno. */
+int
+ts_asgi_ready_open(void)
+{
+    if (ready_fd < 0) {
+        ready_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    }
+    return ready_fd;
+}
+
+/* signal_go wakes the handler goroutine of s: it lists s once and writes
+ * the eventfd only if the dispatcher armed need_wake. Any thread. */
 static void
 signal_go(ts_asgi_slot *s)
 {
     uint64_t one = 1;
-    if (write(s->done_fd, &one, sizeof(one)) < 0) {
-        /* only fails on counter overflow: Go is awake anyway */
+
+    if (__atomic_exchange_n(&s->ready, 1, __ATOMIC_ACQ_REL)) {
+        return; /* listed and not yet taken: that wake-up covers this */
+    }
+    pthread_mutex_lock(&rlock);
+    s->ready_next = NULL;
+    if (rtail) {
+        rtail->ready_next = s;
+    } else {
+        rhead = s;
+    }
+    rtail = s;
+    pthread_mutex_unlock(&rlock);
+    if (atomic_exchange(&go_need_wake, 0) == 1) {
+        if (write(ready_fd, &one, sizeof(one)) < 0) {
+            /* EAGAIN: the counter is full, the dispatcher is awake anyway */
+        }
+    }
+}
+
+/* ts_asgi_ready_take moves up to max listed slots' indexes to index and
+ * unlists them (a later signal_go lists a slot again); it returns how many.
+ * *armed is set when it found the list empty and armed need_wake (or a
+ * producer took the flag back and wrote the eventfd): the dispatcher may
+ * then block on the eventfd; otherwise it calls again. Go's dispatcher
+ * goroutine only. */
+int
+ts_asgi_ready_take(int *index, int max, int *armed)
+{
+    int n = 0, empty;
+
+    *armed = 0;
+    for (;;) {
+        pthread_mutex_lock(&rlock);
+        while (rhead && n < max) {
+            ts_asgi_slot *s = rhead;
+            rhead = s->ready_next;
+            if (rhead == NULL) {
+                rtail = NULL;
+            }
+            __atomic_store_n(&s->ready, 0, __ATOMIC_RELEASE);
+            index[n++] = s->index;
+        }
+        empty = rhead == NULL;
+        pthread_mutex_unlock(&rlock);
+        if (!empty) {
+            return n; /* n == max: more to take */
+        }
+        atomic_store(&go_need_wake, 1);
+        pthread_mutex_lock(&rlock);
+        empty = rhead == NULL;
+        pthread_mutex_unlock(&rlock);
+        if (empty || atomic_exchange(&go_need_wake, 0) == 0) {
+            *armed = 1;
+            return n;
+        }
+        /* listed meanwhile, and the flag taken back before any producer
+         * saw it: go on taking */
+        if (n == max) {
+            return n;
+        }
     }
 }
 
@@ -772,7 +854,8 @@ build_scope(ts_asgi_slot *s, int websocket)
             SET(s_root_path, PyUnicode_DecodeUTF8(val, vlen, "replace"));
             break;
         case TS_SC_HTTP_VERSION:
-            SET(s_http_version, Py_NewRef(vlen == 3 && val[2] == '0' ? s_v10 : s_v11));
+            SET(s_http_version, Py_NewRef(vlen == 1 ? s_v2 /* HTTP/2 */
+                                          : vlen == 3 && val[2] == '0' ? s_v10 : s_v11));
             break;
         case TS_SC_CLIENT_HOST:
             chost = PyUnicode_DecodeLatin1(val, vlen, NULL);
@@ -1089,6 +1172,7 @@ ts_asgi_setup(void)
     INTERN(s_http_scheme, "http");
     INTERN(s_v11, "1.1");
     INTERN(s_v10, "1.0");
+    INTERN(s_v2, "2");
     INTERN(s_websocket, "websocket");
     INTERN(s_ws_scheme, "ws");
     INTERN(s_https_scheme, "https");

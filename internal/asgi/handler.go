@@ -2,10 +2,7 @@ package asgi
 
 /*
 #include <stdlib.h>
-#include <sys/eventfd.h>
 #include "asgi.h"
-
-static int ts_new_eventfd(void) { return eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC); }
 */
 import "C"
 
@@ -42,7 +39,7 @@ type Result struct {
 type Handler struct {
 	// RootPath is the ASGI root_path (the mount prefix). Default "".
 	RootPath string
-	Logger *slog.Logger
+	Logger   *slog.Logger
 	// Done, when set, is called after each request. For a WebSocket it is
 	// called when the handshake has been answered (Status 101 once
 	// accepted).
@@ -54,10 +51,10 @@ type Handler struct {
 	wsState *wsShared // settings and Upgrader shared by the WebSockets
 }
 
-// slot is the Go half of a C ts_asgi_slot: its eventfd and scratch space.
+// slot is the Go half of a C ts_asgi_slot: its wake-up channel and scratch space.
 type slot struct {
 	c     *C.ts_asgi_slot
-	efd   *os.File
+	ready chan struct{} // the loop has something for Go (ready.go)
 	block []byte
 	path  []byte
 	lower []byte
@@ -66,7 +63,6 @@ type slot struct {
 	// to watch for the client leaving.
 	bodyEOF bool
 	addrs   reqblock.AddrCache
-	evbuf   [8]byte
 }
 
 var slots struct {
@@ -75,24 +71,23 @@ var slots struct {
 }
 
 func getSlot() (*slot, error) {
-	if cs := C.ts_asgi_slot_new(-1, -1); cs != nil {
+	if cs := C.ts_asgi_slot_new(-1); cs != nil {
 		slots.mu.Lock()
 		s := slots.all[cs.index]
 		slots.mu.Unlock()
 		return s, nil
 	}
-	fd, err := C.ts_new_eventfd()
-	if fd < 0 {
-		return nil, fmt.Errorf("asgi: eventfd: %w", err)
+	if err := startDispatcher(); err != nil {
+		return nil, err
 	}
 	slots.mu.Lock()
 	defer slots.mu.Unlock()
 	idx := len(slots.all)
-	cs := C.ts_asgi_slot_new(C.int(idx), fd)
+	cs := C.ts_asgi_slot_new(C.int(idx))
 	if cs == nil {
 		return nil, errors.New("asgi: cannot allocate a request slot")
 	}
-	s := &slot{c: cs, efd: os.NewFile(uintptr(fd), "eventfd")}
+	s := &slot{c: cs, ready: make(chan struct{}, 1)}
 	slots.all = append(slots.all, s)
 	return s, nil
 }
@@ -184,9 +179,7 @@ func (s *slot) serve(h *Handler, w *http1.ResponseWriter, r *http1.Request, gen 
 	headSent := false
 	status := 0
 	for {
-		if _, err := io.ReadFull(s.efd, s.evbuf[:]); err != nil {
-			panic("asgi: eventfd read: " + err.Error())
-		}
+		<-s.ready
 		var t C.ts_asgi_take_result
 		C.ts_asgi_take(s.c, &t)
 		if t.head_ready != 0 && !headSent {
@@ -340,7 +333,9 @@ func (s *slot) buildScope(r *http1.Request, rootPath string) ([]byte, int) {
 	add(scRawPath, nil, raw)
 	add(scQuery, nil, r.RawQuery)
 	add(scRootPath, nil, []byte(rootPath))
-	if r.ProtoMinor == 0 {
+	if r.ProtoMajor == 2 {
+		add(scHTTPVersion, nil, []byte("2"))
+	} else if r.ProtoMinor == 0 {
 		add(scHTTPVersion, nil, []byte("1.0"))
 	} else {
 		add(scHTTPVersion, nil, []byte("1.1"))

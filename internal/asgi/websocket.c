@@ -12,7 +12,7 @@
  *               403), then Channel.body for a denial body.
  *   out         after the accept, Channel.ws_send and Channel.ws_close
  *               append records (asgi.h, TS_WS_*) to the slot's output
- *               buffer under its mutex. The slot's eventfd is written only
+ *               buffer under its mutex. The slot is listed for Go only
  *               when the buffer was empty: Go has not taken it since, so a
  *               burst of sends costs one wake-up. send() awaits DRAINED only
  *               when more than write_buffer bytes are pending, as for HTTP.
@@ -22,7 +22,7 @@
  *               are unconsumed, ts_asgi_ws_push tells Go to stop reading
  *               the socket and sets ws_read_wait; ws_consumed, once the
  *               backlog is down to half, clears it, sets ws_resume and
- *               writes the eventfd: Go's writer goroutine takes the flag
+ *               lists the slot: Go's writer goroutine takes the flag
  *               and lets its reader go on. One wake-up per half queue.
  *   end         TS_EV_WS_CLOSE (code, reason) is pushed exactly once per
  *               connection, whatever ended it; the loop turns it into

@@ -23,7 +23,7 @@ package asgi
 //     the session: the reader reads messages (gorilla reassembles
 //     fragments and answers pings), checks UTF-8 and pushes them to the
 //     loop, pausing while MaxQueue messages wait for receive(); the
-//     writer waits on the slot's eventfd and writes the app's records
+//     writer waits for the slot's wake-up (ready.go) and writes the app's records
 //     (websocket.send, websocket.close). A timer pings the client.
 //  4. The end: whoever ends the connection — the client's close frame, a
 //     reset, a limit (1009, 1007, 1002), a ping timeout (1011), the app's
@@ -319,9 +319,7 @@ func (h *Handler) serveWebSocket(w *http1.ResponseWriter, r *http1.Request) {
 	// denial response written like an HTTP one.
 	headSent := false
 	for {
-		if _, err := io.ReadFull(s.efd, s.evbuf[:]); err != nil {
-			panic("asgi: eventfd read: " + err.Error())
-		}
+		<-s.ready
 		var t C.ts_asgi_take_result
 		C.ts_asgi_take(s.c, &t)
 		if t.head_ready != 0 && t.status == 101 && !headSent {
@@ -676,19 +674,15 @@ func (ws *wsSession) disconnect(code int, reason string) {
 
 // wake makes the writer look at the session's state.
 func (ws *wsSession) wake() {
-	var one [8]byte
-	binary.NativeEndian.PutUint64(one[:], 1)
-	ws.s.efd.Write(one[:])
+	ws.s.wake()
 }
 
-// writeLoop is the writer goroutine: it waits on the slot's eventfd and
+// writeLoop is the writer goroutine: it waits for the slot's wake-up and
 // writes what the app sent, until the reader has finished.
 func (ws *wsSession) writeLoop() {
 	s := ws.s
 	for {
-		if _, err := io.ReadFull(s.efd, s.evbuf[:]); err != nil {
-			panic("asgi: eventfd read: " + err.Error())
-		}
+		<-s.ready
 		if ws.readerDone.Load() {
 			break
 		}
