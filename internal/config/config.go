@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"turnstile/internal/static"
+	"turnstile/internal/tlsconf"
 )
 
 // Defaults. Limits follow gunicorn's where gunicorn has one.
@@ -247,6 +248,95 @@ type Config struct {
 	// TimeoutWrite is the longest one socket write may block on a slow
 	// reader. Default 30s.
 	TimeoutWrite time.Duration `json:"timeout_write,omitempty"`
+
+	// TLS (internal/tlsconf): serving TLS needs SSLCertFile and
+	// SSLKeyFile (PEM). SSLKeyFilePassword decrypts an encrypted key.
+	// SSLCA is the PEM bundle verifying client certificates, used when
+	// SSLClientVerify is optional or required (default none).
+	// SSLMinVersion is 1.2 (default) or 1.3.
+	SSLCertFile        string `json:"ssl_certfile,omitempty"`
+	SSLKeyFile         string `json:"ssl_keyfile,omitempty"`
+	SSLKeyFilePassword string `json:"ssl_keyfile_password,omitempty"`
+	SSLCA              string `json:"ssl_ca,omitempty"`
+	SSLClientVerify    string `json:"ssl_client_verify,omitempty"`
+	SSLMinVersion      string `json:"ssl_min_version,omitempty"`
+
+	// HTTP is the protocol choice: auto (HTTP/1.1 and HTTP/2: h2 by ALPN
+	// on TLS, h2c with prior knowledge on plain connections), 1 (HTTP/1.1
+	// only) or 2 (HTTP/2 only). Default auto.
+	HTTP string `json:"http,omitempty"`
+	// HTTP/2 settings (internal/h2), named like Granian's. Zero takes
+	// the default. MaxConcurrentStreams: streams per connection (200).
+	// InitialConnectionWindowSize and InitialStreamWindowSize: receive
+	// flow-control windows in bytes (1 MiB each, at least 65535).
+	// MaxFrameSize: largest frame payload accepted, bytes (16384; up to
+	// 16777215). MaxHeadersSize: SETTINGS_MAX_HEADER_LIST_SIZE, bytes
+	// (64 KiB). KeepAliveInterval: PING after this long without a frame
+	// (0: never); KeepAliveTimeout: close when the PING is unanswered
+	// this long (20s).
+	HTTP2MaxConcurrentStreams        uint32        `json:"http2_max_concurrent_streams,omitempty"`
+	HTTP2InitialConnectionWindowSize int32         `json:"http2_initial_connection_window_size,omitempty"`
+	HTTP2InitialStreamWindowSize     int32         `json:"http2_initial_stream_window_size,omitempty"`
+	HTTP2MaxFrameSize                uint32        `json:"http2_max_frame_size,omitempty"`
+	HTTP2MaxHeadersSize              int           `json:"http2_max_headers_size,omitempty"`
+	HTTP2KeepAliveInterval           time.Duration `json:"http2_keep_alive_interval,omitempty"`
+	HTTP2KeepAliveTimeout            time.Duration `json:"http2_keep_alive_timeout,omitempty"`
+}
+
+// HTTP/2 defaults (Granian's, but MaxHeadersSize, which follows the
+// HTTP/1 header limit).
+const (
+	DefaultHTTP2MaxConcurrentStreams        = 200
+	DefaultHTTP2InitialConnectionWindowSize = 1 << 20
+	DefaultHTTP2InitialStreamWindowSize     = 1 << 20
+	DefaultHTTP2MaxFrameSize                = 16384
+	DefaultHTTP2MaxHeadersSize              = 64 << 10
+	DefaultHTTP2KeepAliveTimeout            = 20 * time.Second
+)
+
+// TLS returns the TLS settings (NextProtos by HTTP).
+func (c *Config) TLS() tlsconf.Config {
+	protos := []string{"h2", "http/1.1"}
+	switch c.HTTP {
+	case "1":
+		protos = []string{"http/1.1"}
+	case "2":
+		protos = []string{"h2"}
+	}
+	return tlsconf.Config{
+		CertFile: c.SSLCertFile, KeyFile: c.SSLKeyFile, KeyPassword: c.SSLKeyFilePassword,
+		CAFile: c.SSLCA, ClientVerify: c.SSLClientVerify, MinVersion: c.SSLMinVersion,
+		NextProtos: protos,
+	}
+}
+
+// validateHTTP checks the TLS and HTTP/2 settings (files are read later,
+// by tlsconf.Load).
+func (c *Config) validateHTTP(bad func(string, ...any)) {
+	switch c.HTTP {
+	case "auto", "1", "2":
+	default:
+		bad("--http %q: want auto, 1 or 2", c.HTTP)
+	}
+	t := c.TLS()
+	if err := t.Check(); err != nil {
+		bad("%v", err)
+	}
+	if w := c.HTTP2InitialConnectionWindowSize; w < 65535 {
+		bad("--http2-initial-connection-window-size %d: want 65535..2147483647", w)
+	}
+	if w := c.HTTP2InitialStreamWindowSize; w < 1 {
+		bad("--http2-initial-stream-window-size %d: want 1..2147483647", w)
+	}
+	if f := c.HTTP2MaxFrameSize; f < 16384 || f > 16777215 {
+		bad("--http2-max-frame-size %d: want 16384..16777215", f)
+	}
+	if c.HTTP2MaxHeadersSize < 1 {
+		bad("--http2-max-headers-size %d: want at least 1", c.HTTP2MaxHeadersSize)
+	}
+	if c.HTTP2KeepAliveInterval < 0 || c.HTTP2KeepAliveTimeout < 0 {
+		bad("--http2-keep-alive-interval and --http2-keep-alive-timeout must not be negative")
+	}
 }
 
 // ApplyDefaults fills every zero field with its default.
@@ -291,6 +381,25 @@ func (c *Config) ApplyDefaults() {
 	setD(&c.TimeoutKeepAlive, DefaultTimeoutKeepAlive)
 	setD(&c.TimeoutBody, DefaultTimeoutBody)
 	setD(&c.TimeoutWrite, DefaultTimeoutWrite)
+	if c.HTTP == "" {
+		c.HTTP = "auto"
+	}
+	if c.HTTP2MaxConcurrentStreams == 0 {
+		c.HTTP2MaxConcurrentStreams = DefaultHTTP2MaxConcurrentStreams
+	}
+	if c.HTTP2InitialConnectionWindowSize == 0 {
+		c.HTTP2InitialConnectionWindowSize = DefaultHTTP2InitialConnectionWindowSize
+	}
+	if c.HTTP2InitialStreamWindowSize == 0 {
+		c.HTTP2InitialStreamWindowSize = DefaultHTTP2InitialStreamWindowSize
+	}
+	if c.HTTP2MaxFrameSize == 0 {
+		c.HTTP2MaxFrameSize = DefaultHTTP2MaxFrameSize
+	}
+	if c.HTTP2MaxHeadersSize == 0 {
+		c.HTTP2MaxHeadersSize = DefaultHTTP2MaxHeadersSize
+	}
+	setD(&c.HTTP2KeepAliveTimeout, DefaultHTTP2KeepAliveTimeout)
 	setD(&c.StartupTimeout, DefaultStartupTimeout)
 	if c.AdminBind == "" {
 		c.AdminBind = DefaultAdminBind
@@ -414,6 +523,7 @@ func (c *Config) Validate() error {
 			bad("--%s %d: must not be negative", n.name, n.v)
 		}
 	}
+	c.validateHTTP(bad)
 	c.validateProxy(bad)
 	return errors.Join(errs...)
 }

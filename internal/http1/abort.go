@@ -10,6 +10,14 @@ var errAborted = errors.New("http1: response aborted by the handler")
 // handler returns, so the client sees a truncated response rather than a
 // complete one (used when an app fails after its head was sent).
 func (w *ResponseWriter) Abort() {
+	if w.st != nil { // HTTP/2: flush, then reset the stream (stream.go)
+		if w.err == nil {
+			w.st.flush()
+			w.err = errAborted
+		}
+		w.st.aborted = true
+		return
+	}
 	if w.err == nil {
 		_ = w.bw.Flush() // best effort: the connection closes anyway
 		w.err = errAborted

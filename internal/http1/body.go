@@ -16,7 +16,8 @@ import (
 // written yet (PEP 3333, §HTTP 1.1 Expect/Continue; RFC 9110 §10.1.1). It
 // never sends one to an HTTP/1.0 client (RFC 9110 §15.2), never twice.
 type Body struct {
-	c  *conn // nil when used by the fuzz decoder
+	c  *conn   // nil when used by the fuzz decoder or for a stream
+	st *stream // an HTTP/2 stream's body (stream.go)
 	br *bufio.Reader
 
 	chunked   bool
@@ -64,6 +65,9 @@ func (b *Body) Read(p []byte) (int, error) {
 	}
 	if len(p) == 0 {
 		return 0, nil
+	}
+	if b.st != nil {
+		return b.st.readBody(b, p)
 	}
 	if b.expect {
 		if err := b.send100(); err != nil {

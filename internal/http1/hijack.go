@@ -114,4 +114,9 @@ func (s *Server) runOnShutdown() {
 
 // Server returns the server this response belongs to (for
 // RegisterOnShutdown by handlers that hijack).
-func (w *ResponseWriter) Server() *Server { return w.c.srv }
+func (w *ResponseWriter) Server() *Server {
+	if w.st != nil {
+		return w.st.s
+	}
+	return w.c.srv
+}

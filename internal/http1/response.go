@@ -19,6 +19,7 @@ import (
 // errors into ErrClientGone.
 type ResponseWriter struct {
 	c       *conn
+	st      *stream // an HTTP/2 stream's response (stream.go); c is then nil
 	bw      *bufio.Writer
 	req     *Request
 	started bool
@@ -58,6 +59,9 @@ func (w *ResponseWriter) Started() bool { return w.started }
 // Content-Length is still sent (RFC 9110 §8.6).
 // Errors: ErrHeadWritten, ErrBadStatus, ErrClientGone.
 func (w *ResponseWriter) WriteHead(status int, statusLine []byte, header []byte, contentLength int64, close bool) error {
+	if w.st != nil {
+		return w.st.writeHead(w, status, "", header, contentLength)
+	}
 	if err := w.begin(status); err != nil {
 		return err
 	}
@@ -69,6 +73,13 @@ func (w *ResponseWriter) WriteHead(status int, statusLine []byte, header []byte,
 // reason phrase, Content-Type contentType (omitted if ""), extraHeader (as
 // for WriteHead) and body. For Go-generated answers (errors, health).
 func (w *ResponseWriter) WriteSimple(status int, contentType string, body []byte, extraHeader []byte) error {
+	if w.st != nil {
+		if err := w.st.writeHead(w, status, contentType, extraHeader, int64(len(body))); err != nil {
+			return err
+		}
+		_, err := w.Write(body)
+		return err
+	}
 	if err := w.begin(status); err != nil {
 		return err
 	}
@@ -183,6 +194,18 @@ func (w *ResponseWriter) Write(p []byte) (int, error) {
 		}
 		return 0, nil
 	}
+	if w.st != nil {
+		n, err := w.st.write(p)
+		w.written += int64(n)
+		if err != nil {
+			w.err = err
+			return n, err
+		}
+		if cut {
+			return n, ErrContentLength
+		}
+		return n, nil
+	}
 	if w.chunked {
 		w.bw.Write(strconv.AppendInt(w.bw.AvailableBuffer(), int64(len(p)), 16))
 		w.bw.WriteString("\r\n")
@@ -205,6 +228,10 @@ func (w *ResponseWriter) Write(p []byte) (int, error) {
 // Flush writes the buffered bytes to the socket. Errors: ErrClientGone.
 func (w *ResponseWriter) Flush() error {
 	if w.err != nil {
+		return w.err
+	}
+	if w.st != nil {
+		w.err = w.st.flush()
 		return w.err
 	}
 	if err := w.bw.Flush(); err != nil {
@@ -238,6 +265,13 @@ func (w *ResponseWriter) SendFile(f *os.File, offset, n int64) (int64, error) {
 	}
 	if n == 0 {
 		return 0, ErrContentLength
+	}
+	if w.st != nil {
+		sent, err := w.st.sendFile(w, f, offset, n)
+		if err == nil && cut {
+			err = ErrContentLength
+		}
+		return sent, err
 	}
 	if w.chunked {
 		w.bw.Write(strconv.AppendInt(w.bw.AvailableBuffer(), n, 16))

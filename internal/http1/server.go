@@ -2,7 +2,9 @@ package http1
 
 import (
 	"bufio"
+	"bytes"
 	"context"
+	"crypto/tls"
 	"errors"
 	"io"
 	"log/slog"
@@ -123,6 +125,16 @@ type Server struct {
 	WriteTimeout time.Duration
 	// ServerHeader is the value of the Server response header; "" omits it.
 	ServerHeader string
+	// HTTP2 serves the connections that speak HTTP/2 (RFC 9113): a TLS
+	// connection that negotiated "h2" by ALPN (RFC 7301), or any
+	// connection that starts with the client preface (prior knowledge,
+	// RFC 9113 §3.3). Its streams reach Handler like HTTP/1 requests
+	// (stream.go). Nil: HTTP/1 only, and the preface gets 505.
+	HTTP2 HTTP2Server
+	// HTTP2Only serves every connection as HTTP/2 (--http 2): one that
+	// does not start with the client preface is closed by the HTTP/2
+	// server (a connection error, RFC 9113 §3.4). It needs HTTP2.
+	HTTP2Only bool
 	// Logger receives handler failures (500s, panics) at error level and
 	// protocol rejections and client disconnects at debug level. Nil
 	// discards.
@@ -137,7 +149,8 @@ type Server struct {
 	nconns    atomic.Int64
 	inflight  atomic.Int64
 
-	onShutdown []func() // guarded by mu; RegisterOnShutdown (hijack.go)
+	onShutdown   []func() // guarded by mu; RegisterOnShutdown (hijack.go)
+	h2registered bool     // guarded by mu: HTTP2.Shutdown is in onShutdown
 }
 
 func (s *Server) shuttingDown() bool { return s.closing.Load() }
@@ -214,6 +227,10 @@ func (s *Server) Serve(ln net.Listener) error {
 	}
 	s.listeners[ln] = struct{}{}
 	s.serving.Add(1)
+	if s.HTTP2 != nil && !s.h2registered {
+		s.h2registered = true
+		s.onShutdown = append(s.onShutdown, s.HTTP2.Shutdown)
+	}
 	s.mu.Unlock()
 	defer func() {
 		s.mu.Lock()
@@ -338,7 +355,8 @@ type conn struct {
 	scratch []byte // for draining chunked bodies; allocated on first use
 	bg      bgRead // NotifyClose's background read (watch.go)
 
-	hijacked bool // the handler took the connection over (hijack.go)
+	hijacked bool   // the handler took the connection over (hijack.go)
+	scheme   string // "https" on TLS, else ""; copied to each Request
 }
 
 var (
@@ -478,6 +496,20 @@ func (c *conn) serve() {
 	c.req.RemoteAddr, c.req.LocalAddr = c.rwc.RemoteAddr(), c.rwc.LocalAddr()
 	lim := c.lim
 	deadline := time.Now().Add(lim.header) // from accept
+	if tc, ok := c.rwc.(*tls.Conn); ok {
+		// The handshake shares the header timeout (from accept).
+		tc.SetDeadline(deadline)
+		if err := tc.HandshakeContext(context.Background()); err != nil {
+			c.srv.logger().Debug("http1: TLS handshake failed", "remote", c.req.RemoteAddr, "err", err)
+			return
+		}
+		tc.SetWriteDeadline(time.Time{})
+		c.scheme = "https"
+		if tc.ConnectionState().NegotiatedProtocol == "h2" && c.srv.HTTP2 != nil {
+			c.serveHTTP2()
+			return
+		}
+	}
 	for first := true; ; first = false {
 		// (1) Wait for the first byte of the next request.
 		if c.br.Buffered() == 0 {
@@ -509,6 +541,11 @@ func (c *conn) serve() {
 			}
 		}
 
+		if first && c.srv.HTTP2 != nil && (c.srv.HTTP2Only || c.startsWithPreface()) {
+			c.serveHTTP2()
+			return
+		}
+
 		// (2) Read and parse the head. Until parsed, an error answer
 		// must not take the previous request's method or version.
 		c.req.Method, c.req.ProtoMinor = nil, 1
@@ -523,6 +560,7 @@ func (c *conn) serve() {
 			c.reject(perr)
 			return
 		}
+		c.req.Scheme = c.scheme
 		if !c.serveRequest() {
 			if !c.hijacked {
 				c.lingerClose()
@@ -772,4 +810,47 @@ func (c *conn) lingerClose() {
 			return
 		}
 	}
+}
+
+// clientPreface starts every HTTP/2 connection (RFC 9113 §3.4).
+var clientPreface = []byte("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n")
+
+// startsWithPreface reports whether the connection starts with the HTTP/2
+// client preface (prior knowledge, RFC 9113 §3.3). It waits for more bytes
+// (within the read deadline) only while those received are a prefix of
+// the preface, so an HTTP/1 request shorter than the preface never waits.
+func (c *conn) startsWithPreface() bool {
+	for {
+		p, _ := c.br.Peek(c.br.Buffered())
+		m := min(len(p), len(clientPreface))
+		if !bytes.Equal(p[:m], clientPreface[:m]) {
+			return false
+		}
+		if m == len(clientPreface) {
+			return true
+		}
+		if _, err := c.br.Peek(len(p) + 1); err != nil {
+			return false // the HTTP/1 parser answers what is there
+		}
+	}
+}
+
+// serveHTTP2 hands the connection, with the bytes already read, to the
+// HTTP/2 server until it closes. The connection stays counted (and
+// active, so closeIdle leaves it alone): Shutdown tells it to go away
+// through RegisterOnShutdown (Serve registers HTTP2.Shutdown) and waits.
+func (c *conn) serveHTTP2() {
+	if c.srv.shuttingDown() {
+		return
+	}
+	c.fresh.Store(false)
+	c.state.Store(stateActive)
+	c.rwc.SetDeadline(time.Time{})
+	var nc net.Conn = c.rwc
+	if n := c.br.Buffered(); n > 0 {
+		p, _ := c.br.Peek(n)
+		nc = &prefixConn{Conn: c.rwc, pre: append([]byte(nil), p...)}
+	}
+	h := &streamHandler{s: c.srv, lim: c.lim, remote: c.req.RemoteAddr, local: c.req.LocalAddr, scheme: c.scheme}
+	c.srv.HTTP2.ServeConn(nc, h)
 }

@@ -38,6 +38,9 @@ var aLongTimeAgo = time.Unix(1, 0)
 // finished or bytes of a pipelined request are already buffered (the
 // client is evidently still there).
 func (w *ResponseWriter) NotifyClose(onClose func()) bool {
+	if w.st != nil {
+		return w.st.notifyClose(onClose)
+	}
 	c := w.c
 	if c == nil || !c.body.eof || c.br.Buffered() > 0 {
 		return false

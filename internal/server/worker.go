@@ -6,6 +6,7 @@ package server
 import (
 	"bufio"
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -26,6 +27,7 @@ import (
 	"turnstile/internal/http1"
 	"turnstile/internal/python"
 	"turnstile/internal/static"
+	"turnstile/internal/tlsconf"
 	"turnstile/internal/watchdog"
 )
 
@@ -79,6 +81,16 @@ func Run(cfg *config.Config, log *slog.Logger) int {
 		return ExitFailed
 	}
 	ln = proxyListener(ln, cfg, log) // --proxy-protocol (proxy.go)
+	// TLS wraps the accepted connections last (after any PROXY protocol
+	// reader); the files are read here, so a rolling restart (SIGHUP)
+	// serves renewed certificates.
+	tlsCfg := cfg.TLS()
+	if tc, err := tlsconf.Load(&tlsCfg); err != nil {
+		log.Error("turnstile: TLS: " + err.Error())
+		return ExitFailed
+	} else if tc != nil {
+		ln = tls.NewListener(ln, tc)
+	}
 
 	kind, err := python.Start(pythonConfig(cfg, program))
 	if err != nil {
@@ -115,6 +127,10 @@ func Run(cfg *config.Config, log *slog.Logger) int {
 		WriteTimeout:        cfg.TimeoutWrite,
 		Logger:              log,
 	}
+	if cfg.HTTP != "1" {
+		srv.HTTP2 = newHTTP2(cfg, log)
+		srv.HTTP2Only = cfg.HTTP == "2"
+	}
 	if cfg.LimitRequestFieldSize > srv.MaxHeaderBytes {
 		srv.MaxHeaderBytes = 0 // http1 derives it from the field limit
 	}
@@ -126,7 +142,7 @@ func Run(cfg *config.Config, log *slog.Logger) int {
 	ready.Store(true)
 	workerReady()
 	log.Info(workerMsg("listening"), "addr", ln.Addr().String(), "interface", kind, "blocking_threads", cfg.BlockingThreads,
-		"turnstile_barrier", python.TurnEnabled())
+		"turnstile_barrier", python.TurnEnabled(), "http", cfg.HTTP, "tls", tlsconf.Describe(&tlsCfg))
 
 	select {
 	case err := <-serveErr:

@@ -26,6 +26,7 @@ import (
 
 	"turnstile/internal/config"
 	"turnstile/internal/server"
+	"turnstile/internal/tlsconf"
 )
 
 // Exit statuses of the master.
@@ -184,6 +185,14 @@ func Run(cfg *config.Config, stderr io.Writer) int {
 	if mask, ok, _ := cfg.UmaskValue(); ok {
 		old := applyUmask(mask)
 		log.Info("umask set", "umask", fmt.Sprintf("%#o", mask), "was", fmt.Sprintf("%#o", old))
+	}
+	// A bad certificate, key or password stops start-up here, once,
+	// rather than in every worker (which load the files again).
+	if t := cfg.TLS(); t.Enabled() {
+		if _, err := tlsconf.Load(&t); err != nil {
+			log.Error("turnstile: TLS: " + err.Error())
+			return ExitFailed
+		}
 	}
 	m := New(cfg, log, out)
 	sigs := make(chan os.Signal, 8)

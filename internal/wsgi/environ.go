@@ -73,7 +73,9 @@ func buildEnviron(b []byte, r *http1.Request, scriptName []byte, ac *reqblock.Ad
 	add(keyPathInfo, nil, path)
 	add(keyQueryString, nil, r.RawQuery)
 	add(keyRawURI, nil, r.Target)
-	if r.ProtoMinor == 0 {
+	if r.ProtoMajor == 2 {
+		add(keyServerProtocol, nil, []byte("HTTP/2"))
+	} else if r.ProtoMinor == 0 {
 		add(keyServerProtocol, nil, []byte("HTTP/1.0"))
 	} else {
 		add(keyServerProtocol, nil, []byte("HTTP/1.1"))

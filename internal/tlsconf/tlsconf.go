@@ -1,0 +1,210 @@
+// Package tlsconf builds the server's *tls.Config from the --ssl-* flags:
+// the certificate chain and its (possibly encrypted) private key, the CA
+// bundle that verifies client certificates (mTLS), the client
+// verification mode, the lowest TLS version and the ALPN protocols.
+//
+// Files are read once, by Load. A worker calls Load when it starts, so a
+// rolling restart (SIGHUP to the master) picks up renewed certificates;
+// the master calls it too before starting workers, so that a bad
+// certificate, key or password stops start-up with one clear error.
+package tlsconf
+
+import (
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+
+	"github.com/youmark/pkcs8"
+)
+
+// Client verification modes (--ssl-client-verify).
+const (
+	VerifyNone     = "none"     // no client certificate is asked for
+	VerifyOptional = "optional" // asked for; verified against CAFile when given
+	VerifyRequired = "required" // a client without a valid certificate fails the handshake
+)
+
+// Config is the TLS part of the configuration. The zero value means no
+// TLS (Enabled reports false).
+type Config struct {
+	// CertFile is a PEM file with the server certificate followed by its
+	// intermediates (--ssl-certfile). Required for TLS.
+	CertFile string
+	// KeyFile is the PEM private key (--ssl-keyfile): PKCS#1, PKCS#8,
+	// SEC 1 (EC), encrypted PKCS#8 ("ENCRYPTED PRIVATE KEY") or a legacy
+	// encrypted PEM ("Proc-Type: 4,ENCRYPTED"). Required for TLS.
+	KeyFile string
+	// KeyPassword decrypts an encrypted KeyFile (--ssl-keyfile-password).
+	KeyPassword string
+	// CAFile is a PEM bundle of the CAs that sign client certificates
+	// (--ssl-ca). Required when ClientVerify is "optional" or "required".
+	CAFile string
+	// ClientVerify is none, optional or required (--ssl-client-verify).
+	// Default none.
+	ClientVerify string
+	// MinVersion is "1.2" or "1.3" (--ssl-min-version). Default "1.2".
+	MinVersion string
+	// NextProtos are the ALPN protocols offered, in order of preference
+	// (RFC 7301): "h2", "http/1.1".
+	NextProtos []string
+}
+
+// Enabled reports whether TLS is configured (a certificate is given).
+func (c *Config) Enabled() bool { return c.CertFile != "" || c.KeyFile != "" }
+
+// Check validates the settings without reading files.
+func (c *Config) Check() error {
+	if !c.Enabled() {
+		if c.CAFile != "" || c.KeyPassword != "" || (c.ClientVerify != "" && c.ClientVerify != VerifyNone) {
+			return errors.New("--ssl-ca, --ssl-keyfile-password and --ssl-client-verify need --ssl-certfile and --ssl-keyfile")
+		}
+		return nil
+	}
+	if c.CertFile == "" || c.KeyFile == "" {
+		return errors.New("TLS needs both --ssl-certfile and --ssl-keyfile")
+	}
+	switch c.ClientVerify {
+	case "", VerifyNone:
+		if c.CAFile != "" {
+			return errors.New("--ssl-ca is given but --ssl-client-verify is none: say optional or required")
+		}
+	case VerifyOptional, VerifyRequired:
+		if c.CAFile == "" {
+			return fmt.Errorf("--ssl-client-verify %s needs --ssl-ca (the CAs that sign client certificates)", c.ClientVerify)
+		}
+	default:
+		return fmt.Errorf("--ssl-client-verify %q: want none, optional or required", c.ClientVerify)
+	}
+	if _, err := minVersion(c.MinVersion); err != nil {
+		return err
+	}
+	return nil
+}
+
+func minVersion(v string) (uint16, error) {
+	switch v {
+	case "", "1.2":
+		return tls.VersionTLS12, nil
+	case "1.3":
+		return tls.VersionTLS13, nil
+	}
+	return 0, fmt.Errorf("--ssl-min-version %q: want 1.2 or 1.3", v)
+}
+
+// Load reads the files and returns the server's TLS configuration, or nil
+// (and no error) when TLS is not enabled. Errors name the file and the
+// flag: a missing or unreadable file, no certificate in CertFile, a key
+// that is encrypted without a password or with a wrong one, a key that
+// does not match the certificate, no CA in CAFile.
+func Load(c *Config) (*tls.Config, error) {
+	if !c.Enabled() {
+		return nil, nil
+	}
+	if err := c.Check(); err != nil {
+		return nil, err
+	}
+	certPEM, err := os.ReadFile(c.CertFile)
+	if err != nil {
+		return nil, fmt.Errorf("--ssl-certfile: %w", err)
+	}
+	keyPEM, err := os.ReadFile(c.KeyFile)
+	if err != nil {
+		return nil, fmt.Errorf("--ssl-keyfile: %w", err)
+	}
+	keyPEM, err = decryptKey(keyPEM, c.KeyPassword)
+	if err != nil {
+		return nil, fmt.Errorf("--ssl-keyfile %s: %w", c.KeyFile, err)
+	}
+	cert, err := tls.X509KeyPair(certPEM, keyPEM)
+	if err != nil {
+		return nil, fmt.Errorf("--ssl-certfile %s / --ssl-keyfile %s: %w", c.CertFile, c.KeyFile, err)
+	}
+	mv, _ := minVersion(c.MinVersion)
+	tc := &tls.Config{
+		Certificates: []tls.Certificate{cert},
+		MinVersion:   mv,
+		NextProtos:   c.NextProtos,
+	}
+	switch c.ClientVerify {
+	case VerifyOptional:
+		tc.ClientAuth = tls.VerifyClientCertIfGiven
+	case VerifyRequired:
+		tc.ClientAuth = tls.RequireAndVerifyClientCert
+	}
+	if c.CAFile != "" {
+		caPEM, err := os.ReadFile(c.CAFile)
+		if err != nil {
+			return nil, fmt.Errorf("--ssl-ca: %w", err)
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(caPEM) {
+			return nil, fmt.Errorf("--ssl-ca %s: no PEM certificate found", c.CAFile)
+		}
+		tc.ClientCAs = pool
+	}
+	return tc, nil
+}
+
+// decryptKey returns keyPEM with its private key decrypted, as an
+// unencrypted PEM block ("PRIVATE KEY", PKCS#8), when it is encrypted;
+// else keyPEM unchanged. An encrypted key without password, or a wrong
+// password, is an error.
+func decryptKey(keyPEM []byte, password string) ([]byte, error) {
+	rest := keyPEM
+	for {
+		var block *pem.Block
+		block, rest = pem.Decode(rest)
+		if block == nil {
+			if password != "" {
+				return nil, errors.New("--ssl-keyfile-password is given but the key is not encrypted")
+			}
+			return keyPEM, nil
+		}
+		if block.Type == "ENCRYPTED PRIVATE KEY" {
+			if password == "" {
+				return nil, errors.New("the key is encrypted: give --ssl-keyfile-password")
+			}
+			key, err := pkcs8.ParsePKCS8PrivateKey(block.Bytes, []byte(password))
+			if err != nil {
+				return nil, fmt.Errorf("cannot decrypt the key (wrong --ssl-keyfile-password?): %w", err)
+			}
+			der, err := x509.MarshalPKCS8PrivateKey(key)
+			if err != nil {
+				return nil, err
+			}
+			return pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der}), nil
+		}
+		//lint:ignore SA1019 legacy encrypted PEM (RFC 1423) is still what `openssl rsa -aes256` writes
+		if strings.HasSuffix(block.Type, "PRIVATE KEY") && x509.IsEncryptedPEMBlock(block) { //nolint:staticcheck
+			if password == "" {
+				return nil, errors.New("the key is encrypted: give --ssl-keyfile-password")
+			}
+			der, err := x509.DecryptPEMBlock(block, []byte(password)) //nolint:staticcheck
+			if err != nil {
+				return nil, fmt.Errorf("cannot decrypt the key (wrong --ssl-keyfile-password?): %w", err)
+			}
+			return pem.EncodeToMemory(&pem.Block{Type: block.Type, Bytes: der}), nil
+		}
+	}
+}
+
+// Describe returns a one-line summary for the "listening" log line, e.g.
+// "TLS>=1.2 alpn=h2,http/1.1 client-verify=required", or "off".
+func Describe(c *Config) string {
+	if !c.Enabled() {
+		return "off"
+	}
+	mv := c.MinVersion
+	if mv == "" {
+		mv = "1.2"
+	}
+	cv := c.ClientVerify
+	if cv == "" {
+		cv = VerifyNone
+	}
+	return "TLS>=" + mv + " alpn=" + strings.Join(c.NextProtos, ",") + " client-verify=" + cv
+}

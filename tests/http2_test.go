@@ -1,0 +1,415 @@
+package tests
+
+// HTTP/2 (--http, h2 by ALPN over TLS, h2c with prior knowledge): WSGI and
+// ASGI apps served unchanged, curl and Go's x/net/http2 client, case B25
+// (a stream reset reaches an ASGI app as http.disconnect) and its WSGI
+// twin, the protocol switch, graceful stop.
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"crypto/tls"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os/exec"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"golang.org/x/net/http2"
+)
+
+// runCurl runs curl -sS with args and returns its output (stdout, then
+// stderr).
+func runCurl(t testing.TB, args ...string) (string, error) {
+	t.Helper()
+	if _, err := exec.LookPath("curl"); err != nil {
+		t.Fatal("curl is needed (.ci/run installs it)")
+	}
+	cmd := exec.Command("curl", append([]string{"-sS", "--max-time", "30"}, args...)...)
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	err := cmd.Run()
+	return out.String(), err
+}
+
+// h2cConn opens one HTTP/2 connection with prior knowledge (no TLS).
+func h2cConn(t testing.TB, addr string) *http2.ClientConn {
+	t.Helper()
+	c, err := net.DialTimeout("tcp", addr, 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cc, err := (&http2.Transport{AllowHTTP: true}).NewClientConn(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cc.Close() })
+	return cc
+}
+
+// h2TLSConn opens one HTTP/2 connection over TLS (ALPN h2).
+func h2TLSConn(t testing.TB, addr string, p *testPKI) *http2.ClientConn {
+	t.Helper()
+	c, err := tls.DialWithDialer(&net.Dialer{Timeout: 10 * time.Second}, "tcp", addr,
+		&tls.Config{RootCAs: p.Pool, NextProtos: []string{"h2"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if proto := c.ConnectionState().NegotiatedProtocol; proto != "h2" {
+		t.Fatalf("ALPN negotiated %q; want h2", proto)
+	}
+	cc, err := (&http2.Transport{}).NewClientConn(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cc.Close() })
+	return cc
+}
+
+// do sends a request on cc and returns the status, header and body.
+func do(t testing.TB, cc *http2.ClientConn, method, url string, body []byte) (int, http.Header, []byte) {
+	t.Helper()
+	var rd io.Reader
+	if body != nil {
+		rd = bytes.NewReader(body)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, method, url, rd)
+	resp, err := cc.RoundTrip(req)
+	if err != nil {
+		t.Fatalf("%s %s: %v", method, url, err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatalf("%s %s: reading the body: %v", method, url, err)
+	}
+	if resp.ProtoMajor != 2 {
+		t.Fatalf("%s %s: answered over %s", method, url, resp.Proto)
+	}
+	return resp.StatusCode, resp.Header, b
+}
+
+type asgiFacts struct {
+	HTTPVersion string      `json:"http_version"`
+	Scheme      string      `json:"scheme"`
+	Method      string      `json:"method"`
+	Path        string      `json:"path"`
+	Query       string      `json:"query_string"`
+	Headers     [][2]string `json:"headers"`
+	BodyLen     int         `json:"body_len"`
+}
+
+func (f asgiFacts) header(name string) []string {
+	var vs []string
+	for _, h := range f.Headers {
+		if h[0] == name {
+			vs = append(vs, h[1])
+		}
+	}
+	return vs
+}
+
+// checkNoHopByHop fails if a response header block carries a
+// connection-specific field (RFC 9113 §8.2.2), as curl prints it.
+func checkNoHopByHop(t testing.TB, head string) {
+	t.Helper()
+	for _, line := range strings.Split(strings.ToLower(head), "\n") {
+		for _, f := range []string{"connection:", "keep-alive:", "upgrade:", "transfer-encoding:", "proxy-connection:"} {
+			if strings.HasPrefix(line, f) {
+				t.Errorf("HTTP/2 response carries %q", strings.TrimSpace(line))
+			}
+		}
+	}
+}
+
+// curl over h2 (TLS, ALPN) and h2c (prior knowledge), WSGI and ASGI.
+func TestHTTP2_Curl(t *testing.T) {
+	p := newPKI(t)
+	for _, app := range []string{"h2_wsgi:app", "h2_asgi:app"} {
+		for _, mode := range []string{"h2", "h2c"} {
+			t.Run(app+"/"+mode, func(t *testing.T) {
+				var s *Server
+				var args []string
+				if mode == "h2" {
+					s = Start(t, append(p.TLSArgs(), app)...)
+					args = []string{"--http2", "--cacert", p.CAFile, httpsURL(s) + "/p/x?q=1"}
+				} else {
+					s = Start(t, app)
+					args = []string{"--http2-prior-knowledge", s.URL + "/p/x?q=1"}
+				}
+				out, err := runCurl(t, append([]string{"-D", "-", "-w", "\nversion=%{http_version}"}, args...)...)
+				if err != nil {
+					t.Fatalf("curl: %v\n%s", err, out)
+				}
+				if !strings.HasSuffix(out, "version=2") {
+					t.Fatalf("curl's %%{http_version} is not 2:\n%s", out)
+				}
+				head, body, _ := strings.Cut(out, "\r\n\r\n")
+				body = strings.TrimSuffix(body, "\nversion=2")
+				checkNoHopByHop(t, head)
+				if !strings.Contains(strings.ToLower(head), "x-app: h2") {
+					t.Errorf("the app's own header is missing:\n%s", head)
+				}
+				scheme := map[string]string{"h2": "https", "h2c": "http"}[mode]
+				if app == "h2_wsgi:app" {
+					var f wsgiFacts
+					if err := json.Unmarshal([]byte(body), &f); err != nil {
+						t.Fatalf("%v: %q", err, body)
+					}
+					if f.Protocol != "HTTP/2" || f.Path != "/p/x" || f.Query != "q=1" || f.Host != s.Addr {
+						t.Errorf("environ = %+v; want SERVER_PROTOCOL HTTP/2, HTTP_HOST %s", f, s.Addr)
+					}
+					if f.Scheme != scheme {
+						t.Errorf("wsgi.url_scheme = %q; want %q", f.Scheme, scheme)
+					}
+				} else {
+					var f asgiFacts
+					if err := json.Unmarshal([]byte(body), &f); err != nil {
+						t.Fatalf("%v: %q", err, body)
+					}
+					if f.HTTPVersion != "2" || f.Path != "/p/x" || f.Query != "q=1" {
+						t.Errorf("scope = %+v; want http_version 2", f)
+					}
+					if h := f.header("host"); len(h) != 1 || h[0] != s.Addr {
+						t.Errorf("host headers %q; want [%s] (from :authority)", h, s.Addr)
+					}
+					if f.Scheme != scheme {
+						t.Errorf("scope scheme = %q; want %q", f.Scheme, scheme)
+					}
+				}
+			})
+		}
+	}
+}
+
+// Request and response bodies over h2c and h2, both apps; many streams at
+// once on one connection.
+func TestHTTP2_Bodies(t *testing.T) {
+	p := newPKI(t)
+	payload := make([]byte, 3<<20+17)
+	rand.Read(payload)
+	sum := sha256.Sum256(payload)
+	for _, app := range []string{"h2_wsgi:app", "h2_asgi:app"} {
+		t.Run(app, func(t *testing.T) {
+			s := Start(t, append(p.TLSArgs(), app)...)
+			cc := h2TLSConn(t, s.Addr, p)
+			code, _, body := do(t, cc, "POST", httpsURL(s)+"/upload", payload)
+			if code != 200 {
+				t.Fatalf("POST = %d: %s", code, body)
+			}
+			var got struct {
+				BodyLen int    `json:"body_len"`
+				SHA     string `json:"body_sha256"`
+			}
+			json.Unmarshal(body, &got)
+			if got.BodyLen != len(payload) {
+				t.Errorf("the app read %d bytes; want %d", got.BodyLen, len(payload))
+			}
+			if app == "h2_wsgi:app" && got.SHA != hex.EncodeToString(sum[:]) {
+				t.Errorf("the app read other bytes than sent")
+			}
+			if app == "h2_wsgi:app" {
+				code, h, body := do(t, cc, "GET", httpsURL(s)+"/big?n=5000000", nil)
+				if code != 200 || len(body) != 5000000 || h.Get("Content-Length") != "5000000" {
+					t.Errorf("GET /big = %d, %d bytes, Content-Length %q", code, len(body), h.Get("Content-Length"))
+				}
+			}
+			// 100 streams at once on one connection.
+			var wg sync.WaitGroup
+			errs := make(chan string, 100)
+			for i := range 100 {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					req, _ := http.NewRequest("POST", httpsURL(s)+fmt.Sprintf("/c/%d", i), strings.NewReader(strings.Repeat("y", i*100)))
+					resp, err := cc.RoundTrip(req)
+					if err != nil {
+						errs <- err.Error()
+						return
+					}
+					b, _ := io.ReadAll(resp.Body)
+					resp.Body.Close()
+					if resp.StatusCode != 200 || !bytes.Contains(b, []byte(fmt.Sprintf(`"body_len": %d`, i*100))) {
+						errs <- fmt.Sprintf("stream %d: %d %s", i, resp.StatusCode, b)
+					}
+				}()
+			}
+			wg.Wait()
+			close(errs)
+			for e := range errs {
+				t.Error(e)
+			}
+		})
+	}
+}
+
+// --http 1: no HTTP/2 at all (the preface gets 505, ALPN offers only
+// http/1.1); --http 2: HTTP/2 only.
+func TestHTTP2_ProtocolSwitch(t *testing.T) {
+	p := newPKI(t)
+	t.Run("http1", func(t *testing.T) {
+		s := Start(t, append(p.TLSArgs(), "--http", "1", "h2_wsgi:app")...)
+		out, err := runCurl(t, "-o", "/dev/null", "-w", "%{http_version}", "--http2", "--cacert", p.CAFile, httpsURL(s)+"/")
+		if err != nil || out != "1.1" {
+			t.Errorf("curl --http2 with --http 1: %v %q; want HTTP/1.1", err, out)
+		}
+		s2 := Start(t, "--http", "1", "h2_wsgi:app")
+		raw, _ := Raw(t, s2.Addr, "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n", 10*time.Second)
+		if !strings.HasPrefix(raw, "HTTP/1.1 505 ") {
+			t.Errorf("the preface with --http 1 got %q; want 505", raw)
+		}
+	})
+	t.Run("http2", func(t *testing.T) {
+		s := Start(t, "--http", "2", "h2_wsgi:app")
+		if out, err := runCurl(t, "--http1.1", s.URL+"/"); err == nil {
+			t.Errorf("HTTP/1.1 was served with --http 2: %s", out)
+		}
+		out, err := runCurl(t, "-o", "/dev/null", "-w", "%{http_version}", "--http2-prior-knowledge", s.URL+"/")
+		if err != nil || out != "2" {
+			t.Errorf("h2c with --http 2: %v %q", err, out)
+		}
+		st := Start(t, append(p.TLSArgs(), "--http", "2", "h2_wsgi:app")...)
+		out, err = runCurl(t, "-o", "/dev/null", "-w", "%{http_version}", "--cacert", p.CAFile, httpsURL(st)+"/")
+		if err != nil || out != "2" {
+			t.Errorf("curl over TLS with --http 2: %v %q; want 2", err, out)
+		}
+	})
+	t.Run("auto", func(t *testing.T) {
+		s := Start(t, append(p.TLSArgs(), "h2_wsgi:app")...)
+		out, err := runCurl(t, "-o", "/dev/null", "-w", "%{http_version}", "--http1.1", "--cacert", p.CAFile, httpsURL(s)+"/")
+		if err != nil || out != "1.1" {
+			t.Errorf("curl --http1.1 over TLS: %v %q", err, out)
+		}
+		// A short HTTP/1.0 request is not taken for a partial preface.
+		s2 := Start(t, "h2_wsgi:app")
+		raw, _ := Raw(t, s2.Addr, "PUT / HTTP/1.0\r\n\r\n", 10*time.Second)
+		if !strings.HasPrefix(raw, "HTTP/1.1 200 ") {
+			t.Errorf("PUT / HTTP/1.0 got %q", raw)
+		}
+	})
+}
+
+type b25Stats struct {
+	Cleanups       int     `json:"cleanups"`
+	Disconnects    int     `json:"disconnects"`
+	LastDisconnect float64 `json:"last_disconnect"`
+	Tasks          int     `json:"tasks"`
+	Closed         int     `json:"closed"`
+}
+
+func getStats(t testing.TB, cc *http2.ClientConn, url string) b25Stats {
+	t.Helper()
+	code, _, body := do(t, cc, "GET", url, nil)
+	var st b25Stats
+	if code != 200 || json.Unmarshal(body, &st) != nil {
+		t.Fatalf("GET %s = %d %s", url, code, body)
+	}
+	return st
+}
+
+// openStream starts GET url on cc and reads n bytes of its body.
+func openStream(t testing.TB, cc *http2.ClientConn, url string, n int) func() {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	req, _ := http.NewRequestWithContext(ctx, "GET", url, nil)
+	resp, err := cc.RoundTrip(req)
+	if err != nil {
+		cancel()
+		t.Fatalf("GET %s: %v", url, err)
+	}
+	if _, err := io.ReadFull(resp.Body, make([]byte, n)); err != nil {
+		cancel()
+		t.Fatalf("GET %s: %v", url, err)
+	}
+	return func() { cancel(); resp.Body.Close() }
+}
+
+// B25 (granian#917): RST_STREAM(CANCEL) on an SSE stream whose app awaits
+// receive() must reach the app as http.disconnect, within 1 s, with the
+// connection kept open; 50 times on one connection, with no task left
+// behind.
+func TestHTTP2_B25_ResetIsDisconnect(t *testing.T) {
+	s := Start(t, "h2_asgi:app")
+	cc := h2cConn(t, s.Addr)
+	base := getStats(t, cc, s.URL+"/stats")
+	for i := 1; i <= 50; i++ {
+		cancel := openStream(t, cc, s.URL+"/sse", len("data: hi\n\n"))
+		sent := time.Now()
+		cancel() // RST_STREAM(CANCEL); the connection stays
+		var st b25Stats
+		for deadline := time.Now().Add(15 * time.Second); ; {
+			st = getStats(t, cc, s.URL+"/stats")
+			if st.Cleanups >= base.Cleanups+i {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("round %d: no cleanup 15s after RST_STREAM: %+v", i, st)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		if st.Disconnects != base.Disconnects+i || st.Cleanups != base.Cleanups+i {
+			t.Fatalf("round %d: %+v; want %d disconnects and cleanups", i, st, i)
+		}
+		at := time.Unix(0, int64(st.LastDisconnect*1e9))
+		if lag := at.Sub(sent); lag > time.Second {
+			t.Errorf("round %d: http.disconnect arrived %v after RST_STREAM; want within 1s", i, lag)
+		}
+	}
+	end := getStats(t, cc, s.URL+"/stats")
+	if end.Tasks > base.Tasks+2 {
+		t.Errorf("asyncio tasks %d after 50 resets; %d before", end.Tasks, base.Tasks)
+	}
+	if !cc.CanTakeNewRequest() {
+		t.Errorf("the connection did not stay open")
+	}
+}
+
+// The WSGI twin of B25: a reset stream is a client gone, as a closed
+// HTTP/1 connection: the streaming iterable is closed.
+func TestHTTP2_WSGIResetClosesIterable(t *testing.T) {
+	p := newPKI(t)
+	s := Start(t, append(p.TLSArgs(), "h2_wsgi:app")...)
+	cc := h2TLSConn(t, s.Addr, p)
+	base := getStats(t, cc, httpsURL(s)+"/stats")
+	for i := 1; i <= 5; i++ {
+		cancel := openStream(t, cc, httpsURL(s)+"/stream", len("chunk 1\n"))
+		cancel()
+		for deadline := time.Now().Add(15 * time.Second); ; {
+			st := getStats(t, cc, httpsURL(s)+"/stats")
+			if st.Closed == base.Closed+i {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("round %d: the iterable was not closed 15s after RST_STREAM: %+v", i, st)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+}
+
+// SIGTERM with an idle HTTP/2 connection open: GOAWAY, and the process
+// exits long before --graceful-timeout.
+func TestHTTP2_StopWithIdleConnection(t *testing.T) {
+	s := Start(t, "--graceful-timeout", "60s", "h2_asgi:app")
+	cc := h2cConn(t, s.Addr)
+	do(t, cc, "GET", s.URL+"/", nil)
+	start := time.Now()
+	s.Signal(syscall.SIGTERM)
+	if code := s.Wait(30 * time.Second); code != 0 {
+		t.Fatalf("exit %d", code)
+	}
+	if d := time.Since(start); d > 15*time.Second {
+		t.Errorf("took %v to stop with an idle HTTP/2 connection", d)
+	}
+}

@@ -1,0 +1,402 @@
+package tests
+
+// TLS (--ssl-*): HTTPS, mTLS, encrypted keys, start-up errors, the
+// handshake timeout and certificate reload on SIGHUP. Certificates are
+// made here with crypto/x509: a CA, a server certificate for 127.0.0.1
+// and a client certificate.
+
+import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/json"
+	"encoding/pem"
+	"io"
+	"math/big"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/youmark/pkcs8"
+)
+
+// testPKI is a throwaway CA with a server and a client certificate, as
+// PEM files in a temporary directory.
+type testPKI struct {
+	dir               string
+	ca                *x509.Certificate
+	caKey             *ecdsa.PrivateKey
+	CAFile            string
+	CertFile, KeyFile string // server, for 127.0.0.1 and localhost
+	ClientCert        tls.Certificate
+	ClientCertFile    string
+	ClientKeyFile     string
+	Pool              *x509.CertPool // trusts the CA
+	serverKey         *ecdsa.PrivateKey
+	serverSerial      int64
+	ClientCertOtherCA tls.Certificate // signed by another CA
+}
+
+func writePEM(t testing.TB, path, typ string, der []byte) {
+	t.Helper()
+	if err := os.WriteFile(path, pem.EncodeToMemory(&pem.Block{Type: typ, Bytes: der}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func newKey(t testing.TB) *ecdsa.PrivateKey {
+	k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return k
+}
+
+func newCA(t testing.TB, name string) (*x509.Certificate, *ecdsa.PrivateKey) {
+	key := newKey(t)
+	tmpl := &x509.Certificate{
+		SerialNumber:          big.NewInt(1),
+		Subject:               pkix.Name{CommonName: name},
+		NotBefore:             time.Now().Add(-time.Hour),
+		NotAfter:              time.Now().Add(24 * time.Hour),
+		IsCA:                  true,
+		BasicConstraintsValid: true,
+		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature,
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ca, _ := x509.ParseCertificate(der)
+	return ca, key
+}
+
+func signLeaf(t testing.TB, ca *x509.Certificate, caKey *ecdsa.PrivateKey, key *ecdsa.PrivateKey, serial int64, client bool) []byte {
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(serial),
+		Subject:      pkix.Name{CommonName: "turnstile-test"},
+		NotBefore:    time.Now().Add(-time.Hour),
+		NotAfter:     time.Now().Add(24 * time.Hour),
+		KeyUsage:     x509.KeyUsageDigitalSignature,
+	}
+	if client {
+		tmpl.ExtKeyUsage = []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}
+	} else {
+		tmpl.ExtKeyUsage = []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}
+		tmpl.DNSNames = []string{"localhost"}
+		tmpl.IPAddresses = []net.IP{net.ParseIP("127.0.0.1")}
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca, &key.PublicKey, caKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return der
+}
+
+func newPKI(t testing.TB) *testPKI {
+	t.Helper()
+	p := &testPKI{dir: t.TempDir()}
+	p.ca, p.caKey = newCA(t, "turnstile test CA")
+	p.CAFile = filepath.Join(p.dir, "ca.pem")
+	writePEM(t, p.CAFile, "CERTIFICATE", p.ca.Raw)
+	p.Pool = x509.NewCertPool()
+	p.Pool.AddCert(p.ca)
+
+	p.CertFile, p.KeyFile = filepath.Join(p.dir, "cert.pem"), filepath.Join(p.dir, "key.pem")
+	p.serverKey = newKey(t)
+	p.WriteServerCert(t, 100)
+
+	ckey := newKey(t)
+	cder := signLeaf(t, p.ca, p.caKey, ckey, 7, true)
+	p.ClientCertFile, p.ClientKeyFile = filepath.Join(p.dir, "client.pem"), filepath.Join(p.dir, "client-key.pem")
+	writePEM(t, p.ClientCertFile, "CERTIFICATE", cder)
+	kder, _ := x509.MarshalPKCS8PrivateKey(ckey)
+	writePEM(t, p.ClientKeyFile, "PRIVATE KEY", kder)
+	p.ClientCert = tls.Certificate{Certificate: [][]byte{cder}, PrivateKey: ckey}
+
+	other, otherKey := newCA(t, "another CA")
+	okey := newKey(t)
+	p.ClientCertOtherCA = tls.Certificate{Certificate: [][]byte{signLeaf(t, other, otherKey, okey, 8, true)}, PrivateKey: okey}
+	return p
+}
+
+// WriteServerCert (re)writes the server certificate and key files with a
+// new certificate of this serial number.
+func (p *testPKI) WriteServerCert(t testing.TB, serial int64) {
+	t.Helper()
+	p.serverSerial = serial
+	der := signLeaf(t, p.ca, p.caKey, p.serverKey, serial, false)
+	kder, _ := x509.MarshalPKCS8PrivateKey(p.serverKey)
+	// Write to temporary names and rename: a worker never reads half a file.
+	writePEM(t, p.CertFile+".tmp", "CERTIFICATE", der)
+	writePEM(t, p.KeyFile+".tmp", "PRIVATE KEY", kder)
+	os.Rename(p.KeyFile+".tmp", p.KeyFile)
+	os.Rename(p.CertFile+".tmp", p.CertFile)
+}
+
+// TLSArgs are the flags serving the server certificate.
+func (p *testPKI) TLSArgs() []string {
+	return []string{"--ssl-certfile", p.CertFile, "--ssl-keyfile", p.KeyFile}
+}
+
+// httpsClient is an HTTP/1.1 client trusting the test CA, with certs
+// presented as client certificates.
+func (p *testPKI) httpsClient(certs ...tls.Certificate) *http.Client {
+	tc := &tls.Config{RootCAs: p.Pool}
+	if len(certs) > 0 {
+		// Always present it: Go's client would otherwise send none when
+		// the server's list of acceptable CAs does not name its issuer.
+		tc.GetClientCertificate = func(*tls.CertificateRequestInfo) (*tls.Certificate, error) { return &certs[0], nil }
+	}
+	return &http.Client{Timeout: 20 * time.Second, Transport: &http.Transport{TLSClientConfig: tc}}
+}
+
+func httpsURL(s *Server) string { return "https://" + s.Addr }
+
+// getJSON GETs url and decodes a 200 JSON answer into v.
+func getTLSJSON(t testing.TB, c *http.Client, url string, v any) *http.Response {
+	t.Helper()
+	resp, err := c.Get(url)
+	if err != nil {
+		t.Fatalf("GET %s: %v", url, err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != 200 {
+		t.Fatalf("GET %s = %d; want 200: %s", url, resp.StatusCode, body)
+	}
+	if v != nil {
+		if err := json.Unmarshal(body, v); err != nil {
+			t.Fatalf("GET %s: %v in %q", url, err, body)
+		}
+	}
+	return resp
+}
+
+type wsgiFacts struct {
+	Protocol   string            `json:"protocol"`
+	Scheme     string            `json:"scheme"`
+	Host       string            `json:"host"`
+	ServerName string            `json:"server_name"`
+	Method     string            `json:"method"`
+	Path       string            `json:"path"`
+	Query      string            `json:"query"`
+	Headers    map[string]string `json:"headers"`
+	BodyLen    int               `json:"body_len"`
+	BodySHA    string            `json:"body_sha256"`
+}
+
+func TestTLS_HTTPS(t *testing.T) {
+	p := newPKI(t)
+	s := Start(t, append(p.TLSArgs(), "h2_wsgi:app")...)
+	if !strings.Contains(s.Logs(), `"tls":"TLS\u003e=1.2 alpn=h2,http/1.1 client-verify=none"`) &&
+		!strings.Contains(s.Logs(), `"tls":"TLS>=1.2 alpn=h2,http/1.1 client-verify=none"`) {
+		t.Errorf("the listening line does not give the TLS setting:\n%s", s.Logs())
+	}
+	var f wsgiFacts
+	resp := getTLSJSON(t, p.httpsClient(), httpsURL(s)+"/a?b=1", &f)
+	if resp.TLS == nil || resp.ProtoMajor != 1 {
+		t.Fatalf("response over %s, TLS %v; want HTTP/1.1 over TLS", resp.Proto, resp.TLS != nil)
+	}
+	if f.Protocol != "HTTP/1.1" || f.Path != "/a" || f.Query != "b=1" {
+		t.Errorf("environ = %+v", f)
+	}
+	if f.Scheme != "https" {
+		t.Errorf("wsgi.url_scheme = %q; want https", f.Scheme)
+	}
+	// Plain HTTP on the TLS port is not served.
+	if code, _ := httpStatus(s.URL + "/"); code == 200 {
+		t.Errorf("plain HTTP on the TLS port got 200")
+	}
+	// TLS 1.1 is below the default minimum (1.2).
+	old := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: p.Pool, MaxVersion: tls.VersionTLS11}}}
+	if _, err := old.Get(httpsURL(s)); err == nil {
+		t.Errorf("a TLS 1.1 client was served")
+	}
+}
+
+func httpStatus(url string) (int, error) {
+	c := &http.Client{Timeout: 10 * time.Second}
+	resp, err := c.Get(url)
+	if err != nil {
+		return 0, err
+	}
+	resp.Body.Close()
+	return resp.StatusCode, nil
+}
+
+func TestTLS_MinVersion13(t *testing.T) {
+	p := newPKI(t)
+	s := Start(t, append(p.TLSArgs(), "--ssl-min-version", "1.3", "h2_wsgi:app")...)
+	c12 := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: p.Pool, MaxVersion: tls.VersionTLS12}}}
+	if _, err := c12.Get(httpsURL(s)); err == nil {
+		t.Errorf("a TLS 1.2 client was served with --ssl-min-version 1.3")
+	}
+	resp := getTLSJSON(t, p.httpsClient(), httpsURL(s), nil)
+	if v := resp.TLS.Version; v != tls.VersionTLS13 {
+		t.Errorf("TLS version %x; want 1.3", v)
+	}
+}
+
+func TestTLS_ClientVerifyRequired(t *testing.T) {
+	p := newPKI(t)
+	s := Start(t, append(p.TLSArgs(), "--ssl-ca", p.CAFile, "--ssl-client-verify", "required", "h2_wsgi:app")...)
+	if _, err := p.httpsClient().Get(httpsURL(s)); err == nil {
+		t.Errorf("a client without a certificate was served (--ssl-client-verify required)")
+	}
+	if _, err := p.httpsClient(p.ClientCertOtherCA).Get(httpsURL(s)); err == nil {
+		t.Errorf("a client certificate from another CA was accepted")
+	}
+	getTLSJSON(t, p.httpsClient(p.ClientCert), httpsURL(s), nil)
+	// curl too, with the certificate files.
+	out, err := runCurl(t, "--cacert", p.CAFile, "--cert", p.ClientCertFile, "--key", p.ClientKeyFile, httpsURL(s)+"/")
+	if err != nil || !strings.Contains(out, `"protocol"`) {
+		t.Errorf("curl with a client certificate: %v\n%s", err, out)
+	}
+	if out, err := runCurl(t, "--cacert", p.CAFile, httpsURL(s)+"/"); err == nil {
+		t.Errorf("curl without a client certificate was served: %s", out)
+	}
+}
+
+func TestTLS_ClientVerifyOptional(t *testing.T) {
+	p := newPKI(t)
+	s := Start(t, append(p.TLSArgs(), "--ssl-ca", p.CAFile, "--ssl-client-verify", "optional", "h2_wsgi:app")...)
+	getTLSJSON(t, p.httpsClient(), httpsURL(s), nil)
+	getTLSJSON(t, p.httpsClient(p.ClientCert), httpsURL(s), nil)
+	if _, err := p.httpsClient(p.ClientCertOtherCA).Get(httpsURL(s)); err == nil {
+		t.Errorf("a client certificate from another CA was accepted (optional still verifies a given one)")
+	}
+}
+
+func TestTLS_EncryptedKey(t *testing.T) {
+	p := newPKI(t)
+	der, err := pkcs8.MarshalPrivateKey(p.serverKey, []byte("s3cret"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	enc := filepath.Join(p.dir, "key-enc.pem")
+	writePEM(t, enc, "ENCRYPTED PRIVATE KEY", der)
+	s := Start(t, "--ssl-certfile", p.CertFile, "--ssl-keyfile", enc, "--ssl-keyfile-password", "s3cret", "h2_wsgi:app")
+	getTLSJSON(t, p.httpsClient(), httpsURL(s), nil)
+}
+
+// A bad certificate, key or password stops start-up with one clear error
+// and a non-zero exit, before any worker starts.
+func TestTLS_BadConfigStopsStartup(t *testing.T) {
+	p := newPKI(t)
+	der, _ := pkcs8.MarshalPrivateKey(p.serverKey, []byte("s3cret"), nil)
+	enc := filepath.Join(p.dir, "key-enc.pem")
+	writePEM(t, enc, "ENCRYPTED PRIVATE KEY", der)
+	other := filepath.Join(p.dir, "other-key.pem")
+	okder, _ := x509.MarshalPKCS8PrivateKey(newKey(t))
+	writePEM(t, other, "PRIVATE KEY", okder)
+	garbage := filepath.Join(p.dir, "garbage.pem")
+	os.WriteFile(garbage, []byte("not a certificate\n"), 0o600)
+
+	cases := []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"wrong password", []string{"--ssl-certfile", p.CertFile, "--ssl-keyfile", enc, "--ssl-keyfile-password", "nope"}, "wrong --ssl-keyfile-password"},
+		{"no password", []string{"--ssl-certfile", p.CertFile, "--ssl-keyfile", enc}, "give --ssl-keyfile-password"},
+		{"key mismatch", []string{"--ssl-certfile", p.CertFile, "--ssl-keyfile", other}, "private key does not match public key"},
+		{"missing file", []string{"--ssl-certfile", filepath.Join(p.dir, "nope.pem"), "--ssl-keyfile", p.KeyFile}, "--ssl-certfile"},
+		{"not a certificate", []string{"--ssl-certfile", garbage, "--ssl-keyfile", p.KeyFile}, "--ssl-certfile"},
+		{"verify without CA", []string{"--ssl-certfile", p.CertFile, "--ssl-keyfile", p.KeyFile, "--ssl-client-verify", "required"}, "needs --ssl-ca"},
+		{"bad min version", []string{"--ssl-certfile", p.CertFile, "--ssl-keyfile", p.KeyFile, "--ssl-min-version", "1.1"}, "--ssl-min-version"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			cmd := Command(t, append(tc.args, "h2_wsgi:app")...)
+			done := make(chan struct{})
+			var out []byte
+			go func() { out, _ = cmd.CombinedOutput(); close(done) }()
+			select {
+			case <-done:
+			case <-time.After(30 * time.Second):
+				cmd.Process.Kill()
+				t.Fatal("did not exit within 30s")
+			}
+			if cmd.ProcessState.ExitCode() == 0 {
+				t.Fatalf("exit status 0; want non-zero:\n%s", out)
+			}
+			if !strings.Contains(string(out), tc.want) {
+				t.Errorf("output does not say %q:\n%s", tc.want, out)
+			}
+			if strings.Contains(string(out), "worker started") {
+				t.Errorf("a worker was started before the TLS settings were checked:\n%s", out)
+			}
+		})
+	}
+}
+
+// The handshake shares the header timeout: a client that connects and
+// says nothing is closed.
+func TestTLS_HandshakeTimeout(t *testing.T) {
+	p := newPKI(t)
+	s := Start(t, append(p.TLSArgs(), "--timeout-request-header", "1s", "h2_wsgi:app")...)
+	c, err := net.Dial("tcp", s.Addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	start := time.Now()
+	c.SetReadDeadline(time.Now().Add(20 * time.Second))
+	_, err = c.Read(make([]byte, 1))
+	if err == nil || os.IsTimeout(err) {
+		t.Fatalf("read = %v; want the server to close", err)
+	}
+	if d := time.Since(start); d < 900*time.Millisecond || d > 10*time.Second {
+		t.Errorf("closed after %v; want about 1s", d)
+	}
+}
+
+// SIGHUP to the master (a rolling restart) makes new workers read the
+// certificate files again: renewed certificates are served.
+func TestTLS_SIGHUPReloadsCertificate(t *testing.T) {
+	p := newPKI(t)
+	s := Start(t, append(p.TLSArgs(), "--workers", "2", "h2_wsgi:app")...)
+	serial := func() int64 {
+		conn, err := tls.DialWithDialer(&net.Dialer{Timeout: 10 * time.Second}, "tcp", s.Addr, &tls.Config{RootCAs: p.Pool})
+		if err != nil {
+			t.Fatalf("TLS dial: %v", err)
+		}
+		defer conn.Close()
+		return conn.ConnectionState().PeerCertificates[0].SerialNumber.Int64()
+	}
+	if got := serial(); got != 100 {
+		t.Fatalf("serial %d; want 100", got)
+	}
+	p.WriteServerCert(t, 200)
+	if got := serial(); got != 100 {
+		t.Fatalf("serial %d before SIGHUP; want 100 (files are read at worker start)", got)
+	}
+	s.Signal(syscall.SIGHUP)
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		// Both workers must serve the new certificate: several dials.
+		n := 0
+		for range 8 {
+			if serial() == 200 {
+				n++
+			}
+		}
+		if n == 8 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("still serving the old certificate 60s after SIGHUP (%d/8 new)", n)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	getTLSJSON(t, p.httpsClient(), httpsURL(s), nil)
+}
