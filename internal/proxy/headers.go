@@ -117,20 +117,33 @@ func (res *Result) Changed() bool {
 // proxy, make it drop X-Forwarded-* from clients.
 func Resolve(fields []http1.Field, host []byte, trusted *AllowList) Result {
 	var res Result
-	if !hasAny(fields, "x-forwarded-for", "x-forwarded-proto", "x-forwarded-host", "x-forwarded-port") {
+	present := xfPresent(fields)
+	if present == 0 {
 		resolveForwarded(&res, fields, trusted)
 		return res
 	}
-	client, port, skipped, ok := walkXFF(fields, trusted)
-	if ok {
-		res.Client, res.ClientPort = client, port
+	skipped := 0
+	if present&xfFor != 0 {
+		client, port, n, ok := walkXFF(fields, trusted)
+		if ok {
+			res.Client, res.ClientPort = client, port
+		}
+		skipped = n
 	}
-	if v, ok := nthFromRight(fields, "x-forwarded-proto", skipped); ok {
-		res.Scheme = schemeOf(v)
+	if present&xfProto != 0 {
+		if v, ok := nthFromRight(fields, "x-forwarded-proto", skipped); ok {
+			res.Scheme = schemeOf(v)
+		}
 	}
 	newHost := []byte(nil)
-	if v, ok := nthFromRight(fields, "x-forwarded-host", skipped); ok && validHost(v) {
-		newHost = v
+	if present&xfHost != 0 {
+		if v, ok := nthFromRight(fields, "x-forwarded-host", skipped); ok && validHost(v) {
+			newHost = v
+		}
+	}
+	if present&xfPort == 0 {
+		res.Host = newHost
+		return res
 	}
 	if v, ok := nthFromRight(fields, "x-forwarded-port", skipped); ok {
 		if p, ok := parsePort(v); ok {
@@ -391,19 +404,35 @@ func isObfuscated(b []byte) bool {
 	return true
 }
 
-func hasAny(fields []http1.Field, names ...string) bool {
+// The X-Forwarded-* fields, as bits.
+const (
+	xfFor = 1 << iota
+	xfProto
+	xfHost
+	xfPort
+)
+
+// xfPresent returns the X-Forwarded-* fields present among fields, in
+// one pass that looks at most names only for their length.
+func xfPresent(fields []http1.Field) int {
+	mask := 0
 	for i := range fields {
 		n := fields[i].Name
-		if len(n) < 9 || (n[0]|0x20) != 'x' && (n[0]|0x20) != 'f' {
+		if len(n) < 15 || len(n) > 17 || !eqFold(n[:12], "x-forwarded-") {
 			continue
 		}
-		for _, name := range names {
-			if eqFold(n, name) {
-				return true
-			}
+		switch rest := n[12:]; {
+		case eqFold(rest, "for"):
+			mask |= xfFor
+		case eqFold(rest, "proto"):
+			mask |= xfProto
+		case eqFold(rest, "host"):
+			mask |= xfHost
+		case eqFold(rest, "port"):
+			mask |= xfPort
 		}
 	}
-	return false
+	return mask
 }
 
 // eqFold reports whether b equals the lower-case ASCII s, ignoring case.
