@@ -324,6 +324,20 @@ func TestDeploy_UserGroup(t *testing.T) {
 	bin, _ := filepath.Abs(binPath(t))
 	real, _ := filepath.EvalSymlinks(bin)
 	dpReachable(t, dpPythonHome(t), os.Getenv("TURNSTILE_VENV"), AppDir(), real)
+	// check imports the app as the workers will: as nobody.
+	if out, stderr, code := cfRun(t, cfEnv(), "check", "--user", "nobody", "--group", "nogroup", "conf_app:app"); code != 0 {
+		t.Fatalf("check --user nobody: exit %d\n%s%s", code, out, stderr)
+	}
+	private := t.TempDir() // 0700 root: nobody cannot read the app there
+	if err := os.WriteFile(filepath.Join(private, "private_app.py"), []byte("def app(e, s):\n    pass\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, stderr, code := cfRun(t, cfEnv(), "check", "--app-dir", private, "--user", "nobody", "private_app:app"); code != 1 {
+		t.Errorf("check --user nobody of an app nobody cannot read: exit %d, want 1\n%s", code, stderr)
+	}
+	if _, stderr, code := cfRun(t, cfEnv(), "check", "--app-dir", private, "private_app:app"); code != 0 {
+		t.Errorf("check of the same app as root: exit %d\n%s", code, stderr)
+	}
 	s := cfStart(t, cfEnv(), "--user", "nobody", "--group", "nogroup", "--workers", "2", "conf_app:app")
 	check := func() {
 		t.Helper()

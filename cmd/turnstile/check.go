@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"strings"
+	"syscall"
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
@@ -67,7 +68,16 @@ func checkCommand(cfg *config.Config, maxRSSMiB *int64, code *int) *cobra.Comman
 			}
 			log := server.NewLogger(os.Stderr, cfg.LogLevel, "text")
 			python.SetLogger(log)
-			kind, ierr := server.Check(cfg)
+			// As a worker does: under --user/--group, so that a file the
+			// service user cannot read fails here too.
+			var ierr error
+			if cred, _ := cfg.Credential(); cred != nil && os.Geteuid() == 0 {
+				ierr = dropTo(cred)
+			}
+			kind := ""
+			if ierr == nil {
+				kind, ierr = server.Check(cfg)
+			}
 			traceback := ""
 			if ierr != nil {
 				var pe *python.Error
@@ -129,4 +139,25 @@ func checkCommand(cfg *config.Config, maxRSSMiB *int64, code *int) *cobra.Comman
 	c.Flags().SortFlags = false
 	c.Flags().StringVar(&format, "format", "text", "output: text or json")
 	return c
+}
+
+// dropTo switches every thread of this process to cred (Linux: Go applies
+// setuid(2) and friends to all threads).
+func dropTo(cred *syscall.Credential) error {
+	if !cred.NoSetGroups {
+		groups := make([]int, len(cred.Groups))
+		for i, g := range cred.Groups {
+			groups[i] = int(g)
+		}
+		if err := syscall.Setgroups(groups); err != nil {
+			return fmt.Errorf("--user/--group: setgroups: %w", err)
+		}
+	}
+	if err := syscall.Setgid(int(cred.Gid)); err != nil {
+		return fmt.Errorf("--group: setgid(%d): %w", cred.Gid, err)
+	}
+	if err := syscall.Setuid(int(cred.Uid)); err != nil {
+		return fmt.Errorf("--user: setuid(%d): %w", cred.Uid, err)
+	}
+	return nil
 }
