@@ -62,6 +62,10 @@ USE_I18N = True
 USE_TZ = True
 
 STATIC_URL = "static/"
+# collectstatic's output (tests/browser_test.go sets it), which turnstile
+# serves with --static /static=STATIC_ROOT.
+STATIC_ROOT = os.environ.get("TURNSTILE_TEST_STATIC_ROOT") or BASE_DIR / "staticfiles"
+STATICFILES_DIRS = [BASE_DIR / "static"]
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 # Errors go to stderr, which turnstile puts in its log.

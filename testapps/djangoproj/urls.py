@@ -9,4 +9,5 @@ urlpatterns = [
     path("form/", views.message_form, name="form"),
     path("form/thanks/", views.thanks, name="thanks"),
     path("upload/", views.upload, name="upload"),
+    path("styled/", views.styled, name="styled"),
 ]

@@ -29,6 +29,11 @@ def message_form(request):
     return render(request, "djangoproj/form.html", {"form": form})
 
 
+def styled(request):
+    """A page with a stylesheet from {% static %} (tests/browser_test.go)."""
+    return render(request, "djangoproj/styled.html", {"scheme": request.scheme})
+
+
 def thanks(request):
     return render(request, "djangoproj/thanks.html")
 
