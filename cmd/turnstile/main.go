@@ -72,7 +72,7 @@ func run() int {
 	f.BoolVar(&cfg.ProxyHeaders, "proxy-headers", true, "from --forwarded-allow-ips peers, take the client, scheme and host from X-Forwarded-* / Forwarded")
 	f.Var(negated{&cfg.ProxyHeaders}, "no-proxy-headers", "ignore X-Forwarded-* and Forwarded (same as --proxy-headers=false)")
 	f.Lookup("no-proxy-headers").NoOptDefVal = "true"
-	f.StringVar(&cfg.ForwardedAllowIPs, "forwarded-allow-ips", "", "trusted proxies: comma-separated IPs and CIDRs, or * (default $FORWARDED_ALLOW_IPS, else 127.0.0.1,::1)")
+	f.StringVar(&cfg.ForwardedAllowIPs, "forwarded-allow-ips", config.DefaultForwardedAllowIPs(), "trusted proxies: comma-separated IPs and CIDRs, or * (default: $FORWARDED_ALLOW_IPS, else 127.0.0.1,::1)")
 	f.BoolVar(&cfg.ProxyProtocol, "proxy-protocol", false, "require a PROXY protocol v1/v2 header from --forwarded-allow-ips peers (TCP load balancers)")
 	f.IntVar(&cfg.BlockingThreads, "blocking-threads", config.DefaultBlockingThreads, "Python threads running WSGI requests")
 	f.IntVar(&cfg.BlockingThreads, "threads", config.DefaultBlockingThreads, "alias of --blocking-threads")

@@ -11,12 +11,19 @@ import (
 // the flag, TURNSTILE_FORWARDED_ALLOW_IPS and the config file.
 const EnvForwardedAllowIPs = "FORWARDED_ALLOW_IPS"
 
+// DefaultForwardedAllowIPs is --forwarded-allow-ips when no flag,
+// TURNSTILE_ variable or file sets it: $FORWARDED_ALLOW_IPS, else
+// proxy.DefaultAllowIPs.
+func DefaultForwardedAllowIPs() string {
+	if v := os.Getenv(EnvForwardedAllowIPs); v != "" {
+		return v
+	}
+	return proxy.DefaultAllowIPs
+}
+
 func (c *Config) applyProxyDefaults() {
 	if c.ForwardedAllowIPs == "" {
-		c.ForwardedAllowIPs = os.Getenv(EnvForwardedAllowIPs)
-	}
-	if c.ForwardedAllowIPs == "" {
-		c.ForwardedAllowIPs = proxy.DefaultAllowIPs
+		c.ForwardedAllowIPs = DefaultForwardedAllowIPs()
 	}
 }
 
