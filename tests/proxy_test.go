@@ -7,6 +7,8 @@ package tests
 
 import (
 	"bufio"
+	"context"
+	"crypto/tls"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -320,5 +322,58 @@ func TestProxy_Protocol(t *testing.T) {
 	}
 	if !strings.Contains(s.Logs(), "proxy protocol: connection closed") {
 		t.Errorf("no warning logged for a refused connection")
+	}
+}
+
+// TestProxy_ProtocolTLS: behind a TCP load balancer that passes TLS
+// through, the PROXY header comes first on the wire, then the TLS
+// handshake: the app sees the header's client and https (from TLS, not
+// from a header), in WSGI and, over HTTP/2 by ALPN, too.
+func TestProxy_ProtocolTLS(t *testing.T) {
+	pki := newPKI(t)
+	s := Start(t, append(pki.TLSArgs(), "--proxy-protocol", "proxy_echo:wsgi_app")...)
+	for _, proto := range []string{"http/1.1", "h2"} {
+		c := dialFrom(t, "127.0.0.1", s.Addr)
+		io.WriteString(c, "PROXY TCP4 198.51.100.7 127.0.0.1 4711 443\r\n")
+		tc := tls.Client(c, &tls.Config{RootCAs: pki.Pool, ServerName: "localhost", NextProtos: []string{proto}})
+		tc.SetDeadline(time.Now().Add(30 * time.Second))
+		if err := tc.Handshake(); err != nil {
+			t.Fatalf("%s: handshake after the PROXY header: %v", proto, err)
+		}
+		var got map[string]any
+		if proto == "h2" {
+			if np := tc.ConnectionState().NegotiatedProtocol; np != "h2" {
+				t.Fatalf("ALPN: %q", np)
+			}
+			// One request over this very connection: net/http's HTTP/2
+			// client takes the dialled TLS conn from DialTLSContext.
+			used := false
+			tr2 := &http.Transport{ForceAttemptHTTP2: true}
+			tr2.Protocols = new(http.Protocols)
+			tr2.Protocols.SetHTTP2(true)
+			tr2.DialTLSContext = func(ctx context.Context, network, addr string) (net.Conn, error) {
+				if used {
+					return nil, fmt.Errorf("a second connection")
+				}
+				used = true
+				return tc, nil
+			}
+			resp, err := (&http.Client{Transport: tr2, Timeout: 30 * time.Second}).Get("https://localhost/")
+			if err != nil {
+				t.Fatalf("h2 GET: %v", err)
+			}
+			body, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.ProtoMajor != 2 {
+				t.Errorf("h2: response over %s", resp.Proto)
+			}
+			if err := json.Unmarshal(body, &got); err != nil {
+				t.Fatalf("h2 body %q: %v", body, err)
+			}
+			tr2.CloseIdleConnections()
+		} else {
+			got = exchange(t, tc, bufio.NewReader(tc), "/")
+		}
+		expect(t, "TLS after PROXY, "+proto, got, map[string]any{"REMOTE_ADDR": "198.51.100.7", "REMOTE_PORT": "4711", "wsgi.url_scheme": "https"})
 	}
 }
