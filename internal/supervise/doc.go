@@ -5,8 +5,11 @@
 //     initialises CPython, so a Python os.waitpid(-1) can never reap its
 //     children, and a crash in a C extension never takes it down.
 //  2. Start binds the admin listener (unless off) and the listener
-//     (server.Listen), then spawns --workers workers: /proc/self/exe with
-//     the master's arguments, TURNSTILE_WORKER=<id>, the listener as fd 3,
+//     (server.Listen; or takes the socket systemd passed, deploy.go), then
+//     spawns --workers workers: /proc/self/exe with the master's arguments
+//     and the settings it read from the environment and the --config file
+//     (TURNSTILE_WORKER_SETTINGS, internal/cliconf), --user/--group
+//     credentials, TURNSTILE_WORKER=<id>, the listener as fd 3,
 //     the write end of a control pipe as fd 4, stdout and stderr on a pipe,
 //     its own process group (a terminal's Ctrl-C reaches the master only)
 //     and SIGTERM as parent-death signal.
