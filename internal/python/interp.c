@@ -192,6 +192,7 @@ init_python(const ts_interp_config *cfg, char **err)
         *err = status_message(st);
         return -1;
     }
+    ts_gilwait_init();
     return 0;
 }
 

@@ -32,6 +32,17 @@ func StartPool(n, queueSize int) error {
 // TurnEnabled reports whether the turnstile barrier is on.
 func TurnEnabled() bool { return C.ts_turn_enabled != 0 }
 
+// GILWaitTiming says where GIL waits are timed (gilwait.c): "take_gil",
+// every wait including those inside CPython mid-request, or "attach",
+// only the waits of turnstile's own attaches (when the interposition of
+// pthread_cond_timedwait did not take). Valid after Start.
+func GILWaitTiming() string {
+	if C.ts_gilwait_active != 0 {
+		return "take_gil"
+	}
+	return "attach"
+}
+
 // StopPool lets running jobs finish and joins the pool threads, waiting at
 // most timeout. It reports whether every thread ended.
 func StopPool(timeout time.Duration) bool {

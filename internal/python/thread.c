@@ -90,7 +90,9 @@ ts_thread_attach(ts_thread *t)
     atomic_fetch_add_explicit(&ts_attaches, 1, memory_order_release);
     atomic_fetch_add_explicit(&ts_attaches_by_kind[t->kind], 1,
                               memory_order_relaxed);
-    t->gil_wait_ns += now - start;
+    if (!ts_gilwait_active) {
+        t->gil_wait_ns += now - start; /* else gilwait.c timed it */
+    }
     return now - start;
 }
 

@@ -60,6 +60,10 @@ ts_thread *ts_thread_current(void);
 
 int64_t ts_now_ns(void);
 
+/* gilwait.c: GIL waits inside CPython (take_gil), timed per thread. */
+void ts_gilwait_init(void);
+extern int ts_gilwait_active;
+
 /* Turnstile parameters and counters (read by Go for metrics). */
 #define TS_SLICE_NS 1000000LL   /* 1 ms: the barrier's slice */
 extern int ts_turn_enabled;     /* TURNSTILE_POOL_TURN=0 clears it */

@@ -34,7 +34,7 @@ func newMetrics(srv *http1.Server) *metrics {
 		Buckets: prometheus.ExponentialBuckets(0.0001, 2, 18),
 	})
 	m.gilWait = prometheus.NewHistogram(prometheus.HistogramOpts{
-		Name: "turnstile_gil_wait_seconds", Help: "Per request: time the Python thread spent asking to attach (take the GIL), summed over the request.",
+		Name: "turnstile_gil_wait_seconds", Help: "Per request: time its Python thread spent waiting for the GIL, summed over the request: at attach and inside CPython (take_gil) after a switch-interval drop (gil_wait_timing=take_gil in the listening record; \"attach\" times attaches only).",
 		Buckets: prometheus.ExponentialBuckets(0.00001, 2, 18),
 	})
 	m.queueWait = prometheus.NewHistogram(prometheus.HistogramOpts{

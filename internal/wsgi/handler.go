@@ -40,7 +40,7 @@ const MaxPrefetchBytes = 64 << 10
 type Result struct {
 	Status    int           // status sent (500/503 when the server answered)
 	QueueWait time.Duration // submit → a Python thread took the job
-	GILWait   time.Duration // time spent asking to attach, summed over the job
+	GILWait   time.Duration // time its thread waited for the GIL during the job (python.GILWaitTiming)
 	Duration  time.Duration // submit → response handed to the socket
 	Rejected  bool          // answered 503 by the server (queue full or timed out)
 }
