@@ -34,10 +34,13 @@ func TestLifecycle_SIGTERMFinishesInFlight(t *testing.T) {
 	s.Signal(syscall.SIGTERM)
 
 	// New connections are refused (the listener is closed) within moments
-	// of the signal, long before the in-flight request ends.
+	// of the signal, long before the in-flight request ends. A SYN sent
+	// while the workers drain the socket is dropped (supervise/refuse.go)
+	// and its retransmission, 1 s later, is refused: so the dial may take
+	// a little over 1 s.
 	refused := false
 	for time.Since(signalled) < time.Second {
-		nc, err := net.DialTimeout("tcp", s.Addr, time.Second)
+		nc, err := net.DialTimeout("tcp", s.Addr, 5*time.Second)
 		if err != nil {
 			// A SYN that races the close of the listener may get a reset
 			// instead: also a refusal.
