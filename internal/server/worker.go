@@ -142,7 +142,7 @@ func Run(cfg *config.Config, log *slog.Logger) int {
 	ready.Store(true)
 	workerReady()
 	log.Info(workerMsg("listening"), "addr", ln.Addr().String(), "interface", kind, "blocking_threads", cfg.BlockingThreads,
-		"turnstile_barrier", python.TurnEnabled(), "http", cfg.HTTP, "tls", tlsconf.Describe(&tlsCfg))
+		"turnstile_barrier", python.TurnEnabled(), "gil_wait_timing", python.GILWaitTiming(), "http", cfg.HTTP, "tls", tlsconf.Describe(&tlsCfg))
 
 	select {
 	case err := <-serveErr:
