@@ -566,3 +566,63 @@ func TestStatic_StartupErrors(t *testing.T) {
 		}
 	}
 }
+
+// Static files over HTTP/2 (h2c, prior knowledge): the same handler behind
+// http1's HTTP/2 bridge, sendfile included; several streams at once on one
+// connection.
+func TestStatic_HTTP2(t *testing.T) {
+	st := newStaticTree(t)
+	s := Start(t, "--static", "/static="+st.dir, "hello:app")
+	cc := h2cConn(t, s.Addr)
+	get := func(path string, hdr ...string) (*http.Response, []byte) {
+		t.Helper()
+		req, _ := http.NewRequest("GET", s.URL+path, nil)
+		for i := 0; i+1 < len(hdr); i += 2 {
+			req.Header.Set(hdr[i], hdr[i+1])
+		}
+		resp, err := cc.RoundTrip(req)
+		if err != nil {
+			t.Fatalf("GET %s: %v", path, err)
+		}
+		defer resp.Body.Close()
+		b, err := io.ReadAll(resp.Body)
+		if err != nil {
+			t.Fatalf("GET %s: body: %v", path, err)
+		}
+		if resp.ProtoMajor != 2 {
+			t.Fatalf("GET %s over %s", path, resp.Proto)
+		}
+		return resp, b
+	}
+	if r, b := get("/static/a.txt"); r.StatusCode != 200 || string(b) != "hello static\n" || r.Header.Get("ETag") == "" {
+		t.Errorf("a.txt = %d %q etag %q", r.StatusCode, b, r.Header.Get("ETag"))
+	}
+	if r, b := get("/static/app.js", "Accept-Encoding", "br"); string(b) != "BR-BYTES" || r.Header.Get("Content-Encoding") != "br" {
+		t.Errorf("app.js br = %q %q", b, r.Header.Get("Content-Encoding"))
+	}
+	if r, b := get("/static/big.bin", "Range", "bytes=1000-"); r.StatusCode != 206 || !bytes.Equal(b, st.big[1000:]) {
+		t.Errorf("big.bin range = %d, %d bytes", r.StatusCode, len(b))
+	}
+	if r, _ := get("/static/missing"); r.StatusCode != 404 {
+		t.Errorf("missing = %d; want 404", r.StatusCode)
+	}
+	done := make(chan []byte, 4)
+	for range 4 {
+		go func() {
+			req, _ := http.NewRequest("GET", s.URL+"/static/big.bin", nil)
+			resp, err := cc.RoundTrip(req)
+			if err != nil {
+				done <- nil
+				return
+			}
+			defer resp.Body.Close()
+			b, _ := io.ReadAll(resp.Body)
+			done <- b
+		}()
+	}
+	for range 4 {
+		if b := <-done; !bytes.Equal(b, st.big) {
+			t.Errorf("concurrent big.bin: %d bytes; want %d equal", len(b), len(st.big))
+		}
+	}
+}
