@@ -7,6 +7,13 @@
 // record (the app's traceback for an import error) and Run returns
 // ExitFailed.
 //
+// The chain in front of the app (worker.go, proxy.go): the listener is
+// the inherited socket, in a worker wrapped by the accept gate (gate.go),
+// then the PROXY protocol reader (--proxy-protocol), then TLS; the handler
+// is the forwarding-header wrapper (--proxy-headers, outermost, so every
+// layer sees the client a trusted proxy named), the tracker (track.go),
+// static mounts, then the WSGI or ASGI handler.
+//
 // Stop: SIGTERM or SIGINT stops accepting; in-flight requests finish within
 // the graceful timeout, each answered with Connection: close; the pool
 // stops; atexit handlers and logging.shutdown() run; Run returns ExitOK. A
