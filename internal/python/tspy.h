@@ -86,12 +86,20 @@ struct ts_job {
     int64_t enqueued_ns;
     int64_t started_ns;
     int64_t gil_wait_ns;     /* GIL wait for this job, all attaches summed */
-    int done_fd;             /* eventfd written once when the job is done */
+    uintptr_t go_id;         /* Go's name for the job, handed back by
+                                ts_pool_done_take */
+    ts_job *done_next;       /* on the done list (pool.c) */
     int thread_index;        /* the pool thread running it (for sampling) */
     int state;               /* TS_JOB_*, guarded by the pool lock */
 };
 
 enum { TS_JOB_IDLE = 0, TS_JOB_QUEUED = 1, TS_JOB_RUNNING = 2 };
+
+/* The done list (pool.c): a finished job is listed with ts_job_done and
+ * Go's dispatcher, woken by one eventfd per burst, takes the list. */
+int ts_pool_done_open(void);
+void ts_job_done(ts_job *job);
+int ts_pool_done_take(uintptr_t *ids, int max, int *armed);
 
 /* ts_pool_start starts n Python threads named ts-py-<i> and a queue bound
  * of queue_size jobs. Returns 0, or -1 with errno set. Called detached. */

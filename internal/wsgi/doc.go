@@ -3,14 +3,14 @@
 // Life of a WSGI request:
 //
 //  1. Handler.ServeHTTP1 (a handler goroutine, no GIL) takes a slot: a
-//     C-allocated ts_wsgi_job, its eventfd and a cgo.Handle, reused across
-//     requests.
+//     C-allocated ts_wsgi_job, its completion channel and a cgo.Handle,
+//     reused across requests.
 //  2. buildEnviron writes the request block (wsgi.h): CGI and HTTP_* keys
 //     (known keys by id), PATH_INFO percent-decoded, repeated fields joined
 //     with ", " (cookies "; "), names with "_" dropped. If the whole body is
 //     already buffered and at most MaxPrefetchBytes, it follows the block,
 //     so the app reads it without a callback.
-//  3. ts_pool_submit queues the job; the goroutine reads the eventfd.
+//  3. ts_pool_submit queues the job; the goroutine waits on its channel.
 //  4. On a Python thread, wsgi_run (wsgi.c) enters a fresh
 //     contextvars.Context, turns the block into the environ dict in one
 //     pass, calls the app, and collects the body: blocks from a list or
@@ -19,7 +19,8 @@
 //     released) before the next is asked for. close() always runs.
 //     wsgi.file_wrapper over a regular file is handed to Go as a dup'd fd
 //     and sent with sendfile.
-//  5. The eventfd fires; finish writes what is left (head, gathered body,
+//  5. The pool lists the finished job (ts_job_done) and the dispatcher
+//     (done.go) wakes the goroutine; finish writes what is left (head, gathered body,
 //     file) or answers 500 (nothing sent yet) or cuts the connection (app
 //     failed after the head went out).
 package wsgi

@@ -3,19 +3,16 @@ package wsgi
 /*
 #include <stdlib.h>
 #include <string.h>
-#include <sys/eventfd.h>
 #include "wsgi.h"
 
-void ts_wsgi_job_init(ts_wsgi_job *job, int done_fd, uintptr_t handle);
+void ts_wsgi_job_init(ts_wsgi_job *job, uintptr_t handle);
 void ts_wsgi_job_free(ts_wsgi_job *job);
 
-static int ts_new_eventfd(void) { return eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC); }
 */
 import "C"
 
 import (
 	"errors"
-	"fmt"
 	"io"
 	"log/slog"
 	"os"
@@ -79,10 +76,12 @@ func init() {
 }
 
 // slot is the reusable state of one request in flight: the C job, its
-// completion eventfd and the handle callbacks use to find it.
+// completion channel and the handle callbacks (and the dispatcher) use to
+// find it.
 type slot struct {
 	job    *C.ts_wsgi_job
-	efd    *os.File
+	done   chan struct{} // the job finished (done.go)
+	timer  *time.Timer   // QueueTimeout, reused
 	handle cgo.Handle
 	w      *http1.ResponseWriter
 	r      *http1.Request
@@ -91,7 +90,6 @@ type slot struct {
 	block  []byte
 	path   []byte
 	addrs  reqblock.AddrCache
-	evbuf  [8]byte
 	werr   error // first write error in a callback
 	rerr   error // the body read error the app saw, if any
 }
@@ -112,18 +110,16 @@ func (h *Handler) getSlot() (*slot, error) {
 	if job == nil {
 		return nil, errSlot
 	}
-	fd, err := C.ts_new_eventfd()
-	if fd < 0 {
-		return nil, fmt.Errorf("wsgi: eventfd: %w", err)
+	if err := startDispatcher(); err != nil {
+		return nil, err
 	}
-	s := &slot{job: job, h: h, efd: os.NewFile(uintptr(fd), "eventfd")}
+	s := &slot{job: job, h: h, done: make(chan struct{}, 1)}
 	s.handle = cgo.NewHandle(s)
-	C.ts_wsgi_job_init(job, fd, C.uintptr_t(s.handle))
+	C.ts_wsgi_job_init(job, C.uintptr_t(s.handle))
 	return s, nil
 }
 
-// MaxIdleSlots bounds the slots kept for reuse: each holds an eventfd and
-// C buffers, and a burst of slow clients must not leave them all behind
+// MaxIdleSlots bounds the slots kept for reuse: each holds C buffers, and a burst of slow clients must not leave them all behind
 // (case B40: the worker's fd count returns to its baseline).
 const MaxIdleSlots = 32
 
@@ -138,7 +134,6 @@ func (h *Handler) putSlot(s *slot) {
 	h.count--
 	h.mu.Unlock()
 	s.handle.Delete()
-	s.efd.Close()
 	C.ts_wsgi_job_free(s.job)
 }
 
@@ -237,7 +232,7 @@ func (h *Handler) ServeHTTP1(w *http1.ResponseWriter, r *http1.Request) {
 		return
 	}
 
-	// 3. Wait for the eventfd through the netpoller; past QueueTimeout a
+	// 3. Wait for the job to finish (done.go); past QueueTimeout a
 	//    job still queued is withdrawn and answered 503.
 	if !s.wait(h.QueueTimeout) {
 		res.Status, res.Rejected = 503, true
@@ -259,23 +254,23 @@ func (h *Handler) ServeHTTP1(w *http1.ResponseWriter, r *http1.Request) {
 // returns false.
 func (s *slot) wait(timeout time.Duration) bool {
 	if timeout > 0 {
-		s.efd.SetReadDeadline(time.Now().Add(timeout))
-		_, err := io.ReadFull(s.efd, s.evbuf[:])
-		s.efd.SetReadDeadline(time.Time{})
-		if err == nil {
+		if s.timer == nil {
+			s.timer = time.NewTimer(timeout)
+		} else {
+			s.timer.Reset(timeout)
+		}
+		select {
+		case <-s.done:
+			s.timer.Stop()
 			return true
+		case <-s.timer.C:
 		}
 		if C.ts_pool_cancel(&s.job.base) == 1 {
 			return false
 		}
 	}
-	for {
-		if _, err := io.ReadFull(s.efd, s.evbuf[:]); err == nil {
-			return true
-		} else if !errors.Is(err, os.ErrDeadlineExceeded) {
-			panic("wsgi: eventfd read: " + err.Error())
-		}
-	}
+	<-s.done
+	return true
 }
 
 // writeHead sends the app's status line and headers; contentLength -1

@@ -1032,7 +1032,6 @@ wsgi_run(ts_job *base, ts_thread *t)
     PyObject *ctx, *environ = NULL, *result = NULL, *args[2];
     Input *input = NULL;
     StartResponse *sr = NULL;
-    uint64_t one = 1;
 
     /* PEP 567: a fresh Context per request; the app call and every next()
      * and close() run in it, so a ContextVar set by one request never
@@ -1092,17 +1091,15 @@ signal:
         PyErr_Clear();  /* no exception may be set when the thread detaches */
     }
     job->base.gil_wait_ns = t->gil_wait_ns;
-    /* Completion: one eventfd write, read by Go's netpoller. */
-    if (write(job->base.done_fd, &one, sizeof(one)) < 0) {
-        /* An eventfd write only fails on overflow; nothing to do. */
-    }
+    /* Completion: listed for Go's dispatcher (pool.c, the done list). */
+    ts_job_done(&job->base);
 }
 
 void
-ts_wsgi_job_init(ts_wsgi_job *job, int done_fd, uintptr_t handle)
+ts_wsgi_job_init(ts_wsgi_job *job, uintptr_t handle)
 {
     job->base.run = wsgi_run;
-    job->base.done_fd = done_fd;
+    job->base.go_id = handle;
     job->handle = handle;
 }
 
