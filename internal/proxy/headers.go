@@ -42,7 +42,7 @@ func (h *Headers) ServeHTTP1(w *http1.ResponseWriter, r *http1.Request) {
 	remote, scheme, host := r.RemoteAddr, r.Scheme, r.Host
 	hostField, hostValue := -1, []byte(nil)
 	if res.Client.IsValid() {
-		r.RemoteAddr = &net.TCPAddr{IP: res.Client.AsSlice(), Port: res.ClientPort}
+		r.RemoteAddr = tcpAddr(res.Client, res.ClientPort)
 	}
 	if res.Scheme != "" {
 		r.Scheme = res.Scheme
@@ -69,6 +69,25 @@ func (h *Headers) ServeHTTP1(w *http1.ResponseWriter, r *http1.Request) {
 		}
 	}()
 	h.Next.ServeHTTP1(w, r)
+}
+
+// tcpAddr returns ip:port as a *net.TCPAddr in one allocation (the
+// address and its IP bytes together).
+func tcpAddr(ip netip.Addr, port int) *net.TCPAddr {
+	a := &struct {
+		addr net.TCPAddr
+		ip   [16]byte
+	}{}
+	if ip.Is4() {
+		b := ip.As4()
+		copy(a.ip[:], b[:])
+		a.addr.IP = a.ip[:4:4]
+	} else {
+		a.ip = ip.As16()
+		a.addr.IP = a.ip[:16:16]
+	}
+	a.addr.Port = port
+	return &a.addr
 }
 
 // Result is what a trusted peer's forwarding headers say about a request.
