@@ -353,3 +353,35 @@ func BenchmarkHeaders(b *testing.B) {
 type nop struct{}
 
 func (nop) ServeHTTP1(w *http1.ResponseWriter, r *http1.Request) {}
+
+// FuzzResolve: no forwarding header value makes Resolve panic, and what
+// it returns is well-formed (a scheme is http or https, a host passes
+// validHost, a port is in range).
+func FuzzResolve(f *testing.F) {
+	for _, seed := range [][2]string{
+		{"X-Forwarded-For", "203.0.113.7, [2001:db8::1]:80, 10.0.0.1"},
+		{"X-Forwarded-Proto", "https, http"},
+		{"X-Forwarded-Host", "example.com:8443"},
+		{"X-Forwarded-Port", "443"},
+		{"Forwarded", `for="[2001:db8:cafe::17]:4711";proto=https;host="a\"b", for=_x;by=unknown`},
+		{"Forwarded", `for=192.0.2.1;;, ,host="`},
+	} {
+		f.Add(seed[0], seed[1])
+	}
+	trusted, _ := ParseAllowList("127.0.0.1,10.0.0.0/8")
+	f.Fuzz(func(t *testing.T, name, value string) {
+		fs := []http1.Field{{Name: []byte(name), Value: []byte(value)}, {Name: []byte("X-Forwarded-Port"), Value: []byte("8080")}}
+		for _, fields := range [][]http1.Field{fs[:1], fs} {
+			res := Resolve(fields, []byte("internal:8000"), trusted)
+			if res.Scheme != "" && res.Scheme != "http" && res.Scheme != "https" {
+				t.Fatalf("scheme %q", res.Scheme)
+			}
+			if res.Host != nil && !validHost(res.Host) {
+				t.Fatalf("host %q", res.Host)
+			}
+			if res.ClientPort < 0 || res.ClientPort > 65535 {
+				t.Fatalf("port %d", res.ClientPort)
+			}
+		}
+	})
+}
