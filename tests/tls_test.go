@@ -335,6 +335,12 @@ func TestTLS_BadConfigStopsStartup(t *testing.T) {
 			if strings.Contains(string(out), "worker started") {
 				t.Errorf("a worker was started before the TLS settings were checked:\n%s", out)
 			}
+			// turnstile check reads the files as a worker does.
+			check := Command(t, append(append([]string{"check"}, tc.args...), "h2_wsgi:app")...)
+			cout, _ := check.CombinedOutput()
+			if check.ProcessState.ExitCode() == 0 || !strings.Contains(string(cout), tc.want) {
+				t.Errorf("turnstile check: exit %d, output does not say %q:\n%s", check.ProcessState.ExitCode(), tc.want, cout)
+			}
 		})
 	}
 }

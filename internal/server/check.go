@@ -1,11 +1,13 @@
 package server
 
 import (
+	"errors"
 	"unsafe"
 
 	"turnstile/internal/asgi"
 	"turnstile/internal/config"
 	"turnstile/internal/python"
+	"turnstile/internal/tlsconf"
 	"turnstile/internal/wsgi"
 	pysrc "turnstile/python"
 )
@@ -29,8 +31,14 @@ func pythonConfig(cfg *config.Config, program string) python.Config {
 // Check imports cfg's app exactly as a worker does (the same virtualenv
 // check, sys.path, factory call and interface detection) without serving,
 // and returns the interface: "wsgi" or "asgi". An app that cannot be
-// imported returns a *python.Error whose Text is the traceback.
+// imported returns a *python.Error whose Text is the traceback. The TLS
+// files are read as a worker reads them.
 func Check(cfg *config.Config) (string, error) {
+	if t := cfg.TLS(); t.Enabled() {
+		if _, err := tlsconf.Load(&t); err != nil {
+			return "", errors.New("TLS: " + err.Error())
+		}
+	}
 	program, err := pythonProgram(cfg)
 	if err != nil {
 		return "", err
