@@ -17,7 +17,9 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"sync"
 	"syscall"
@@ -411,5 +413,37 @@ func TestHTTP2_StopWithIdleConnection(t *testing.T) {
 	}
 	if d := time.Since(start); d > 15*time.Second {
 		t.Errorf("took %v to stop with an idle HTTP/2 connection", d)
+	}
+}
+
+// Static files (internal/static, sendfile on HTTP/1) over HTTP/2: whole
+// file, a range, HEAD.
+func TestHTTP2_Static(t *testing.T) {
+	dir := t.TempDir()
+	data := make([]byte, 300<<10+5)
+	rand.Read(data)
+	if err := os.WriteFile(filepath.Join(dir, "blob.bin"), data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	s := Start(t, "--static", "/static="+dir, "h2_wsgi:app")
+	cc := h2cConn(t, s.Addr)
+	code, h, body := do(t, cc, "GET", s.URL+"/static/blob.bin", nil)
+	if code != 200 || !bytes.Equal(body, data) || h.Get("Content-Length") != fmt.Sprint(len(data)) {
+		t.Fatalf("GET = %d, %d bytes (Content-Length %q); want 200 and the file", code, len(body), h.Get("Content-Length"))
+	}
+	req, _ := http.NewRequest("GET", s.URL+"/static/blob.bin", nil)
+	req.Header.Set("Range", "bytes=100-199")
+	resp, err := cc.RoundTrip(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	part, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 206 || !bytes.Equal(part, data[100:200]) {
+		t.Errorf("Range: %d, %d bytes; want 206 and bytes 100-199", resp.StatusCode, len(part))
+	}
+	code, h, body = do(t, cc, "HEAD", s.URL+"/static/blob.bin", nil)
+	if code != 200 || len(body) != 0 || h.Get("Content-Length") != fmt.Sprint(len(data)) {
+		t.Errorf("HEAD = %d, %d body bytes, Content-Length %q", code, len(body), h.Get("Content-Length"))
 	}
 }
