@@ -547,7 +547,8 @@ func (m *Master) onReady(p *proc) {
 			}
 		}
 		m.phase = phaseRunning
-		m.log.Info("listening", "addr", m.addr, "workers", m.want)
+		t := m.cfg.TLS()
+		m.log.Info("listening", "addr", m.addr, "workers", m.want, "http", m.cfg.HTTP, "tls", tlsconf.Describe(&t))
 		m.notifyReady()
 		close(m.started)
 	}
