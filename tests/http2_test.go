@@ -447,3 +447,51 @@ func TestHTTP2_Static(t *testing.T) {
 		t.Errorf("HEAD = %d, %d body bytes, Content-Length %q", code, len(body), h.Get("Content-Length"))
 	}
 }
+
+// The request limits apply per stream: --limit-request-body (413, from
+// Content-Length and from a body of unknown length), --limit-request-fields
+// (431), --limit-request-line (414).
+func TestHTTP2_Limits(t *testing.T) {
+	for _, app := range []string{"h2_wsgi:app", "h2_asgi:app"} {
+		t.Run(app, func(t *testing.T) {
+			s := Start(t, "--limit-request-body", "1000", "--limit-request-fields", "20", "--limit-request-line", "500", app)
+			cc := h2cConn(t, s.Addr)
+			if code, _, body := do(t, cc, "POST", s.URL+"/", bytes.Repeat([]byte("a"), 5000)); code != 413 {
+				t.Errorf("POST 5000 bytes with Content-Length = %d %s; want 413", code, body)
+			}
+			// Unknown length: no Content-Length, DATA frames until END_STREAM.
+			req, _ := http.NewRequest("POST", s.URL+"/", io.MultiReader(strings.NewReader(strings.Repeat("b", 3000))))
+			req.ContentLength = -1
+			resp, err := cc.RoundTrip(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != 413 {
+				t.Errorf("POST 3000 bytes of unknown length = %d; want 413", resp.StatusCode)
+			}
+			if code, _, _ := do(t, cc, "POST", s.URL+"/", bytes.Repeat([]byte("c"), 999)); code != 200 {
+				t.Errorf("POST 999 bytes = %d; want 200", code)
+			}
+			req, _ = http.NewRequest("GET", s.URL+"/", nil)
+			for i := range 25 {
+				req.Header.Set(fmt.Sprintf("X-F%d", i), "v")
+			}
+			resp, err = cc.RoundTrip(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			if resp.StatusCode != 431 {
+				t.Errorf("25 header fields = %d; want 431", resp.StatusCode)
+			}
+			if code, _, _ := do(t, cc, "GET", s.URL+"/"+strings.Repeat("p", 600), nil); code != 414 {
+				t.Errorf("a 600-byte :path = %d; want 414", code)
+			}
+			if code, _, _ := do(t, cc, "GET", s.URL+"/ok", nil); code != 200 {
+				t.Errorf("the connection is not usable after the refusals: %d", code)
+			}
+		})
+	}
+}

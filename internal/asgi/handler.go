@@ -239,6 +239,12 @@ func (s *slot) serve(h *Handler, w *http1.ResponseWriter, r *http1.Request, gen 
 				C.free(unsafe.Pointer(t.error))
 			}
 			if !headSent {
+				// The request body failed (too large, too slow, bad
+				// framing, client gone): the app saw http.disconnect and
+				// gave up; http1 answers the body's 4xx, never a 500.
+				if err := r.Body.Err(); err != nil {
+					return http1.BodyErrStatus(err)
+				}
 				// ASGI: an app that returns (or raises) without a response
 				// gets a 500; its traceback was logged on the loop.
 				w.WriteSimple(500, "text/plain; charset=utf-8", []byte("Internal Server Error\n"), nil)

@@ -174,6 +174,21 @@ func (b *Body) Done() bool {
 	return !b.chunked && b.err == nil && b.br != nil && int64(b.br.Buffered()) >= b.remaining
 }
 
+// Err returns the error that ended reading the body (sticky: the one Read
+// returned), or nil.
+func (b *Body) Err() error { return b.err }
+
+// BodyErrStatus is the status the server answers for a body read error
+// when no response has started: 413 (ErrBodyTooLarge), 408
+// (ErrBodyTimeout), 400 (framing); 0 for nil or a client gone (nothing
+// is sent).
+func BodyErrStatus(err error) int {
+	if err == nil || errors.Is(err, ErrClientGone) {
+		return 0
+	}
+	return bodyErrStatus(err).status
+}
+
 // Trailer returns the trailer fields of a chunked body once Read has
 // returned io.EOF (RFC 9112 §7.1.2). They are validated like header fields
 // but never merged into Request.Header. Valid until the handler returns.
