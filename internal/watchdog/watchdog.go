@@ -295,9 +295,17 @@ func (w *Watchdog) summary(cur *stallState, dur time.Duration, ongoing bool) Sta
 	return st
 }
 
+// logRequests bounds the requests a stall's log record names (oldest
+// first: the blocker leads); /debug/stalls has them all.
+const logRequests = 8
+
 func (w *Watchdog) logStall(msg string, st Stall) {
 	var reqs []string
-	for _, r := range st.Requests {
+	for i, r := range st.Requests {
+		if i == logRequests {
+			reqs = append(reqs, fmt.Sprintf("and %d more", len(st.Requests)-i))
+			break
+		}
 		reqs = append(reqs, fmt.Sprintf("%s %s (%.0f ms)", r.Method, r.Path, r.AgeMS))
 	}
 	w.Log.Warn(msg, "loop", 0, "duration_ms", st.DurationMS, "samples", st.Samples,
