@@ -2,7 +2,7 @@ package static
 
 import (
 	"errors"
-	"os"
+	"io"
 	"strings"
 
 	"golang.org/x/sys/unix"
@@ -64,9 +64,11 @@ const openFlags = unix.O_RDONLY | unix.O_CLOEXEC | unix.O_NONBLOCK
 
 // open opens the file named by rel (checked by checkSegments, non-empty,
 // no "" segment) under dir with policy pol, and fstats it. suffix is added
-// to the last segment (".br", ".gz" siblings). The caller closes the file.
+// to the last segment (".br", ".gz" siblings). It returns a raw
+// descriptor, still O_NONBLOCK (which reads of a regular file ignore): the
+// common small-file path needs no *os.File. The caller closes fd.
 // Errors: errSymlink, or the open/fstat errno.
-func open(dir string, rel []string, suffix string, pol Symlinks) (*os.File, *unix.Stat_t, error) {
+func open(dir string, rel []string, suffix string, pol Symlinks, st *unix.Stat_t) (int, error) {
 	var fd int
 	var err error
 	last := rel[len(rel)-1] + suffix
@@ -89,19 +91,35 @@ func open(dir string, rel []string, suffix string, pol Symlinks) (*os.File, *uni
 		fd, err = openBeneath(dir, rel[:len(rel)-1], last, pol)
 	}
 	if err != nil {
-		return nil, nil, err
+		return -1, err
 	}
-	st := new(unix.Stat_t)
 	if err := unix.Fstat(fd, st); err != nil {
 		unix.Close(fd)
-		return nil, nil, err
+		return -1, err
 	}
-	if st.Mode&unix.S_IFMT == unix.S_IFREG {
-		// Back to blocking for sendfile and reads; os.NewFile then keeps
-		// the fd out of the netpoller, as for any regular file.
-		unix.SetNonblock(fd, false)
+	return fd, nil
+}
+
+// isRegular reports whether st describes a regular file.
+func isRegular(st *unix.Stat_t) bool { return st.Mode&unix.S_IFMT == unix.S_IFREG }
+
+// pread fills b from fd at off (pread(2), retried on EINTR and short
+// reads). io.ErrUnexpectedEOF if the file ends first.
+func pread(fd int, b []byte, off int64) error {
+	for len(b) > 0 {
+		n, err := unix.Pread(fd, b, off)
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		if n == 0 {
+			return io.ErrUnexpectedEOF
+		}
+		b, off = b[n:], off+int64(n)
 	}
-	return os.NewFile(uintptr(fd), last), st, nil
+	return nil
 }
 
 // openBeneath walks dirs then last from dir, one openat(2) per segment,

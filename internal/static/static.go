@@ -32,6 +32,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"mime"
 	"os"
 	"path/filepath"
 	"slices"
@@ -156,6 +157,7 @@ func New(cfg Config, next http1.Handler) (http1.Handler, error) {
 		}
 		h.mounts = append(h.mounts, m)
 	}
+	mime.TypeByExtension(".html") // load the host's MIME tables now, not in the first request
 	slices.SortStableFunc(h.mounts, func(a, b Mount) int { return len(b.segs) - len(a.segs) })
 	for _, m := range h.mounts {
 		h.rawPre = append(h.rawPre, m.Prefix)
@@ -239,9 +241,10 @@ func (h *Handler) ServeHTTP1(w *http1.ResponseWriter, r *http1.Request) {
 		h.fail(w, 405, "Allow: GET, HEAD\r\n")
 		return
 	}
-	f, st, err := open(m.Dir, rest, "", h.pol)
-	if err == nil && st.Mode&unix.S_IFMT != unix.S_IFREG {
-		f.Close()
+	var st unix.Stat_t
+	fd, err := open(m.Dir, rest, "", h.pol, &st)
+	if err == nil && !isRegular(&st) {
+		unix.Close(fd)
 		err = unix.ENOENT // a directory or a special file: no listing, no reading
 	}
 	if err != nil {
@@ -249,11 +252,11 @@ func (h *Handler) ServeHTTP1(w *http1.ResponseWriter, r *http1.Request) {
 		return
 	}
 	if !get && !head {
-		f.Close()
+		unix.Close(fd)
 		h.fail(w, 405, "Allow: GET, HEAD\r\n")
 		return
 	}
-	h.serve(w, r, m, rest, f, st)
+	h.serve(w, r, m, rest, fd, &st)
 }
 
 // openError answers a failed open: a miss, 403, 503 or 500.
@@ -329,13 +332,21 @@ func fieldList(r *http1.Request, name string) (string, bool) {
 }
 
 // serve answers GET or HEAD for the open regular file f (closed here).
-func (h *Handler) serve(w *http1.ResponseWriter, r *http1.Request, m *Mount, rest []string, f *os.File, st *unix.Stat_t) {
+func (h *Handler) serve(w *http1.ResponseWriter, r *http1.Request, m *Mount, rest []string, fd int, st *unix.Stat_t) {
 	ctype := contentType(rest[len(rest)-1])
 	coding := ""
+	var cst unix.Stat_t
 	if ae := r.HeaderValue("Accept-Encoding"); len(ae) > 0 {
-		coding, f, st = h.precompressed(m, rest, string(ae), f, st)
+		coding, fd = h.precompressed(m, rest, string(ae), fd, &cst)
+		if coding != "" {
+			st = &cst
+		}
 	}
-	defer f.Close()
+	defer func() {
+		if fd >= 0 {
+			unix.Close(fd)
+		}
+	}()
 
 	size := st.Size
 	mtime := time.Unix(st.Mtim.Sec, st.Mtim.Nsec)
@@ -420,7 +431,7 @@ func (h *Handler) serve(w *http1.ResponseWriter, r *http1.Request, m *Mount, res
 	if n <= smallFile {
 		bp := bufPool.Get().(*[]byte)
 		b := (*bp)[:n]
-		if _, err := f.ReadAt(b, off); err == nil {
+		if err := pread(fd, b, off); err == nil {
 			w.Write(b)
 		} else {
 			// The file shrank or failed after the head went out: the
@@ -430,6 +441,12 @@ func (h *Handler) serve(w *http1.ResponseWriter, r *http1.Request, m *Mount, res
 		bufPool.Put(bp)
 		return
 	}
+	// sendfile(2): back to blocking reads for the file, and an *os.File
+	// for ResponseWriter.SendFile, which now owns (and closes) fd.
+	unix.SetNonblock(fd, false)
+	f := os.NewFile(uintptr(fd), rest[len(rest)-1])
+	fd = -1
+	defer f.Close()
 	if _, err := w.SendFile(f, off, n); err != nil && !errors.Is(err, http1.ErrClientGone) {
 		h.log.Warn("static: sendfile failed", "path", string(r.Path), "err", err)
 	}
@@ -466,9 +483,10 @@ func ifRange(v, etag string, lastMod time.Time) bool {
 
 // precompressed picks file.br or file.gz when Accept-Encoding gives the
 // coding a non-zero q (the higher q first; br on a tie) and the sibling is
-// a regular file. It returns the coding ("" for the file itself) and the
-// file to send; the file not chosen is closed.
-func (h *Handler) precompressed(m *Mount, rest []string, ae string, f *os.File, st *unix.Stat_t) (string, *os.File, *unix.Stat_t) {
+// a regular file. It returns the coding and the descriptor to send, with
+// the sibling's stat in cst; or "" and fd itself. The descriptor not
+// chosen is closed.
+func (h *Handler) precompressed(m *Mount, rest []string, ae string, fd int, cst *unix.Stat_t) (string, int) {
 	qbr, qgz := codingQ(ae)
 	order := [2]string{"br", "gzip"}
 	if qgz > qbr {
@@ -482,16 +500,16 @@ func (h *Handler) precompressed(m *Mount, rest []string, ae string, f *os.File, 
 		if q <= 0 {
 			continue
 		}
-		cf, cst, err := open(m.Dir, rest, suffix, h.pol)
+		cfd, err := open(m.Dir, rest, suffix, h.pol, cst)
 		if err != nil {
 			continue
 		}
-		if cst.Mode&unix.S_IFMT != unix.S_IFREG {
-			cf.Close()
+		if !isRegular(cst) {
+			unix.Close(cfd)
 			continue
 		}
-		f.Close()
-		return c, cf, cst
+		unix.Close(fd)
+		return c, cfd
 	}
-	return "", f, st
+	return "", fd
 }
