@@ -147,7 +147,49 @@ def one_run(a, kind, fname, tbin, static_dir, st, commands):
     return row
 
 
+def summarize(rows, servers, files, conns, duration, reps):
+    """Markdown tables from run rows: medians over every run (the same
+    treatment for every server when noise invalidates most runs) and over
+    the valid runs only."""
+    def vals(kind, fname, key, valid_only):
+        return [float(r[key]) for r in rows if r["server"] == kind and r["file"] == fname
+                and r.get(key) not in (None, "") and (not valid_only or str(r["valid"]) == "1")]
+
+    def med(kind, fname, key, valid_only=False):
+        v = vals(kind, fname, key, valid_only)
+        return statistics.median(v) if v else float("nan")
+
+    out = ["static: GET /static/<file>, wrk -t1 -c%d, %d s, %d interleaved reps; server core 1, wrk core 0. "
+           "Medians over all runs (valid or not: the same for every server); the valid-only median in its own "
+           "column (runs with others_cores <= noise max)." % (conns, duration, reps), ""]
+    for fname in files:
+        base_rps, base_cpu = med("turnstile", fname, "rps"), med("turnstile", fname, "cpu_us_per_req")
+        out += ["%s file (%d bytes):" % (fname, FILES[fname]), "",
+                "| server | req/s | turnstile ÷ server | p50 ms | p99 ms | server CPU µs/req | server ÷ turnstile CPU "
+                "| req/s, valid runs only | runs valid |",
+                "|---|---:|---:|---:|---:|---:|---:|---:|---|"]
+        for kind in servers:
+            n_all = len(vals(kind, fname, "rps", False))
+            n_ok = len(vals(kind, fname, "rps", True))
+            rps, cpu = med(kind, fname, "rps"), med(kind, fname, "cpu_us_per_req")
+            out.append("| %s | %.0f | %.2f | %.2f | %.2f | %.1f | %.2f | %s | %d/%d |" % (
+                kind, rps, base_rps / rps if rps else float("nan"), med(kind, fname, "p50_ms"),
+                med(kind, fname, "p99_ms"), cpu, cpu / base_cpu if base_cpu else float("nan"),
+                "%.0f" % med(kind, fname, "rps", True) if n_ok else "–", n_ok, n_all))
+        out.append("")
+    return "\n".join(out)
+
+
 def main():
+    if len(sys.argv) == 3 and sys.argv[1] == "summarize":
+        with open(sys.argv[2]) as f:
+            rows = [r for r in csv.DictReader(f) if r.get("rps")]
+        servers = [s for s in SERVERS if any(r["server"] == s for r in rows)]
+        files = [f for f in FILES if any(r["file"] == f for r in rows)]
+        r0 = rows[0]
+        print(summarize(rows, servers, files, int(r0["conns"]), int(r0["duration_s"]),
+                        max(int(r["rep"]) for r in rows)))
+        return
     p = argparse.ArgumentParser()
     p.add_argument("--reps", type=int, default=5)
     p.add_argument("--conns", type=int, default=64)
@@ -192,30 +234,7 @@ def main():
                         if row["valid"]:
                             break
 
-    def sel(kind, fname, key):
-        s = [r for r in rows if r["server"] == kind and r["file"] == fname and r.get(key) is not None]
-        return [r[key] for r in s if r["valid"]] or [r[key] for r in s]
-
-    def med(kind, fname, key):
-        v = sel(kind, fname, key)
-        return statistics.median(v) if v else float("nan")
-
-    out = ["static: GET /static/<file>, wrk -t1 -c%d, %d s, %d interleaved reps; server core 1, wrk core 0. "
-           "Medians of valid runs (all runs if none valid)." % (a.conns, a.duration, a.reps), ""]
-    for fname in files:
-        base_rps = med("turnstile", fname, "rps")
-        out += ["%s file (%d bytes):" % (fname, FILES[fname]), "",
-                "| server | req/s | turnstile ÷ server | p50 ms | p99 ms | server CPU µs/req | runs valid |",
-                "|---|---:|---:|---:|---:|---:|---|"]
-        for kind in servers:
-            n_all = sum(1 for r in rows if r["server"] == kind and r["file"] == fname)
-            n_ok = sum(1 for r in rows if r["server"] == kind and r["file"] == fname and r["valid"])
-            rps = med(kind, fname, "rps")
-            out.append("| %s | %.0f | %.2f | %.2f | %.2f | %.1f | %d/%d |" % (
-                kind, rps, base_rps / rps if rps else float("nan"), med(kind, fname, "p50_ms"),
-                med(kind, fname, "p99_ms"), med(kind, fname, "cpu_us_per_req"), n_ok, n_all))
-        out.append("")
-    summary = "\n".join(out)
+    summary = summarize(rows, servers, files, a.conns, a.duration, a.reps)
     print("\n" + summary)
     T.write_meta(base + ".meta.txt", "static — turnstile --static vs nginx, granian static mounts, uvicorn+Starlette "
                  "StaticFiles (issue 9)", commands, [
