@@ -19,6 +19,10 @@ def hold_lock():
         time.sleep(BLOCK_S + 0.5)
 
 
+def hold_gil_in_c():
+    return sum(range(120_000_000))  # the GIL hog: one C call, ~2 s
+
+
 def busy_python(seconds):
     end = time.monotonic() + seconds
     n = 0
@@ -54,6 +58,14 @@ async def app(scope, receive, send):
         _lock.acquire()  # held by the thread for BLOCK_S
         _lock.release()
         t.join()
+    elif path == "/gilthread":
+        # A background thread holds the GIL in one C call (sum over a
+        # range: no eval-breaker check) while the loop only awaits: the
+        # loop stalls waiting for the GIL and its own stack looks idle.
+        t = threading.Thread(target=hold_gil_in_c, name="gil-hog")
+        t.start()
+        await asyncio.sleep(0.01)
+        await asyncio.sleep(0.01)
     elif path == "/nap":
         await asyncio.sleep(0.5)
     elif path == "/sqlite":

@@ -4,8 +4,10 @@ package tests
 // real binary: case B35 and the other blockers people hit.
 
 import (
+	"errors"
 	"fmt"
 	"io"
+	"os/exec"
 	"net/http"
 	"strings"
 	"sync"
@@ -169,6 +171,121 @@ func TestWatchdog_Blockers(t *testing.T) {
 				t.Errorf("samples = %v for a ~3 s stall; want at least 100", n)
 			}
 		})
+	}
+}
+
+// A loop stalled because another thread holds the GIL (here a thread in
+// one long C call) names that thread and its stack: the loop's own stack
+// only shows it idle in the selector.
+func TestWatchdog_WaitingForGIL(t *testing.T) {
+	s := Start(t, "--lifespan", "off", "wd_block:app")
+	resp, err := http.Get(s.URL + "/gilthread")
+	if err != nil {
+		t.Fatal(err)
+	}
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	final := waitLogRecords(s.Logs, 15*time.Second, func(r map[string]any) bool {
+		return r["msg"] == "event loop stalled" && r["waiting_for_gil"] == true
+	})
+	if len(final) == 0 {
+		t.Fatalf("no stall record saying the loop waited for the GIL:\n%s", s.Logs())
+	}
+	hs, _ := final[0]["gil_holder_stack"].(string)
+	if !strings.Contains(hs, "wd_block.py:") || !strings.Contains(hs, "sum(range(120_000_000))") {
+		t.Errorf("gil_holder_stack lacks the hog's frame and line:\n%s", hs)
+	}
+	if tid, _ := final[0]["gil_holder_thread"].(float64); tid <= 0 {
+		t.Errorf("gil_holder_thread = %v; want the hog's OS thread id", final[0]["gil_holder_thread"])
+	}
+}
+
+// Time the loop spent in lifespan startup, before the watchdog started,
+// is not a stall.
+func TestWatchdog_NoStallFromStartup(t *testing.T) {
+	s := Start(t, "wd_startup:app")
+	for i := 0; i < 5; i++ {
+		if code, _ := s.Get(t, "/"); code != 200 {
+			t.Fatalf("GET / = %d", code)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if recs := stallRecords(s); len(recs) > 0 {
+		t.Errorf("a stall was reported for the blocking startup: %v", recs[0])
+	}
+}
+
+// A threshold past 500 ms gives one in-progress record when it is
+// crossed, then one per doubling: not a burst for the steps it skipped.
+func TestWatchdog_ProgressAfterLongThreshold(t *testing.T) {
+	s := Start(t, "--lifespan", "off", "--loop-stall-threshold", "1s", "wd_block:app")
+	if resp, err := http.Get(s.URL + "/sleep"); err == nil {
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+	} else {
+		t.Fatal(err)
+	}
+	waitLogRecords(s.Logs, 2*time.Second, func(r map[string]any) bool { return r["msg"] == "event loop stalled" })
+	var durs []float64
+	for _, r := range stallRecords(s) {
+		if r["msg"] == "event loop stalled, still blocked" {
+			d, _ := r["duration_ms"].(float64)
+			durs = append(durs, d)
+		}
+	}
+	// A 3 s stall: at ~1 s and ~2 s.
+	if len(durs) != 2 || durs[0] < 1000 || durs[0] > 1500 || durs[1] < 2000 || durs[1] > 2500 {
+		t.Errorf("in-progress records at %v ms; want one at ~1000 and one at ~2000", durs)
+	}
+}
+
+// The loop-lag histogram sees a stall: after the loop drains the probes
+// queued behind a 3 s block, it records the longest wait, not the last.
+func TestWatchdog_LagSeesTheStall(t *testing.T) {
+	s := Start(t, "--lifespan", "off", "wd_block:app")
+	if resp, err := http.Get(s.URL + "/sleep"); err == nil {
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+	} else {
+		t.Fatal(err)
+	}
+	time.Sleep(300 * time.Millisecond)
+	resp, err := http.Get(s.Admin + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	var sum float64
+	for _, line := range strings.Split(string(body), "\n") {
+		if strings.HasPrefix(line, "turnstile_loop_lag_seconds_sum") {
+			fmt.Sscan(line[strings.LastIndexByte(line, ' ')+1:], &sum)
+		}
+	}
+	if sum < 2.5 {
+		t.Errorf("turnstile_loop_lag_seconds_sum = %v after a 3 s stall; want at least 2.5", sum)
+	}
+}
+
+// Thresholds the watchdog cannot honour are refused at start.
+func TestWatchdog_BadThresholds(t *testing.T) {
+	for _, args := range [][]string{
+		{"--loop-stall-threshold", "10ms"},
+		{"--loop-stall-threshold=-100ms"},
+		{"--slow-request-threshold=-5s"},
+	} {
+		cmd := Command(t, append(args, "wd_block:app")...)
+		timer := time.AfterFunc(20*time.Second, func() { cmd.Process.Kill() }) // a server that started anyway
+		out, err := cmd.CombinedOutput()
+		timer.Stop()
+		var ee *exec.ExitError
+		if !errors.As(err, &ee) || ee.ExitCode() != 2 {
+			t.Errorf("%v: exit %v; want 2\n%s", args, err, out)
+			continue
+		}
+		if !strings.Contains(string(out), strings.SplitN(args[0], "=", 2)[0]) {
+			t.Errorf("%v: the error does not name the flag:\n%s", args, out)
+		}
 	}
 }
 

@@ -956,7 +956,13 @@ event_tuple(ts_event *ev)
             memcpy(&pushed, ev->data, sizeof(pushed));
         }
         lag = ts_now_ns() - pushed;
-        atomic_store_explicit(&ts_loop_lag_ns, lag > 0 ? lag : 0, memory_order_relaxed);
+        /* Keep the largest lag since the watchdog last read it: after a
+         * stall the loop drains a backlog of probes, and the oldest one,
+         * which waited the whole stall, is the one that matters. */
+        int64_t prev = atomic_load_explicit(&ts_loop_lag_ns, memory_order_relaxed);
+        while (lag > prev && !atomic_compare_exchange_weak_explicit(
+                   &ts_loop_lag_ns, &prev, lag, memory_order_relaxed, memory_order_relaxed)) {
+        }
         atomic_fetch_add_explicit(&ts_loop_probe_seq, 1, memory_order_release);
         Py_RETURN_NONE;
     }
@@ -1205,14 +1211,15 @@ ts_asgi_setup(void)
 
 static ts_thread loop_thread;
 
-/* ts_loop_read gives the watchdog the loop's heartbeat, last lag, probe
- * count and thread state. Any thread, no GIL. */
+/* ts_loop_read gives the watchdog the loop's heartbeat, the largest probe
+ * lag since its previous call (and resets it), the probe count and the
+ * thread state. The watchdog goroutine only (the lag is consumed); no GIL. */
 void
 ts_loop_read(int64_t *beat, int64_t *lag, uint64_t *seq, PyThreadState **tstate)
 {
-    *beat = atomic_load_explicit(&ts_loop_heartbeat_ns, memory_order_relaxed);
-    *lag = atomic_load_explicit(&ts_loop_lag_ns, memory_order_relaxed);
     *seq = atomic_load_explicit(&ts_loop_probe_seq, memory_order_acquire);
+    *beat = atomic_load_explicit(&ts_loop_heartbeat_ns, memory_order_relaxed);
+    *lag = atomic_exchange_explicit(&ts_loop_lag_ns, 0, memory_order_relaxed);
     *tstate = loop_thread.tstate;
 }
 

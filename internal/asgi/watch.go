@@ -14,13 +14,13 @@ import (
 // Heartbeat is what the watchdog reads of the loop, without the GIL.
 type Heartbeat struct {
 	Beat   int64  // monotonic ns (python.Now's clock) the loop last turned
-	Lag    int64  // ns the last probe event waited for the loop to drain it
+	Lag    int64  // ns: the longest a probe waited for the loop since the previous read
 	Probes uint64 // probes run so far
 	TState unsafe.Pointer
 }
 
 // ReadHeartbeat returns the loop's heartbeat. Beat is 0 before the loop
-// started.
+// started. It consumes Lag: one reader only (the watchdog).
 func ReadHeartbeat() Heartbeat {
 	var h Heartbeat
 	var beat, lag C.int64_t

@@ -467,10 +467,19 @@ func (c *Config) Validate() error {
 	for _, d := range []struct {
 		name string
 		v    time.Duration
-	}{{"timeout", c.Timeout}, {"startup-timeout", c.StartupTimeout}, {"workers-lifetime", c.WorkersLifetime}} {
+	}{{"timeout", c.Timeout}, {"startup-timeout", c.StartupTimeout}, {"workers-lifetime", c.WorkersLifetime},
+		{"graceful-timeout", c.GracefulTimeout}, {"timeout-request-header", c.TimeoutRequestHeader},
+		{"timeout-keep-alive", c.TimeoutKeepAlive}, {"timeout-body", c.TimeoutBody}, {"timeout-write", c.TimeoutWrite},
+		{"loop-stall-threshold", c.LoopStallThreshold}, {"slow-request-threshold", c.SlowRequestThreshold}} {
 		if d.v < 0 {
 			bad("--%s %s: must not be negative", d.name, d.v)
 		}
+	}
+	// The watchdog looks every 10 ms and an idle loop turns only for its
+	// probe (watchdog.MinStallThreshold): a shorter threshold would report
+	// an idle loop as stalled.
+	if c.LoopStallThreshold > 0 && c.LoopStallThreshold < 50*time.Millisecond {
+		bad("--loop-stall-threshold %s: want 0 (off) or at least 50ms", c.LoopStallThreshold)
 	}
 	for _, n := range []struct {
 		name string

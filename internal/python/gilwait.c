@@ -44,6 +44,7 @@ typedef int (*timedwait_fn)(pthread_cond_t *, pthread_mutex_t *,
 
 static timedwait_fn real_timedwait;
 static void *gil_cond;          /* &gil->cond, set once by ts_gilwait_init */
+static struct _gil_runtime_state *gil_state;  /* set once by ts_gilwait_init */
 int ts_gilwait_active;          /* waits are timed here, not at attach */
 
 static timedwait_fn
@@ -88,14 +89,35 @@ ts_gilwait_init(void)
     void *cond;
 
 #if PY_VERSION_HEX >= 0x030C0000
-    cond = &PyInterpreterState_Get()->ceval.gil->cond;
+    gil_state = PyInterpreterState_Get()->ceval.gil;
 #else
-    cond = &_PyRuntime.ceval.gil.cond;
+    gil_state = &_PyRuntime.ceval.gil;
 #endif
+    cond = &gil_state->cond;
     resolve();
     if (dlsym(RTLD_DEFAULT, "pthread_cond_timedwait") != (void *)pthread_cond_timedwait) {
         return; /* not interposed: attaches stay timed in thread.c */
     }
     __atomic_store_n(&gil_cond, cond, __ATOMIC_RELAXED);
     ts_gilwait_active = 1;
+}
+
+/* ts_gil_holder returns the thread state holding the GIL, or NULL when it
+ * is free. Read racily without the GIL (the watchdog's sampler, like
+ * faulthandler's): locked and last_holder are one int and one pointer
+ * (atomic wrappers of one member before 3.13). Any thread. */
+PyThreadState *
+ts_gil_holder(void)
+{
+    if (gil_state == NULL || !*(volatile int *)&gil_state->locked) {
+        return NULL;
+    }
+    return (PyThreadState *)*(volatile uintptr_t *)&gil_state->last_holder;
+}
+
+/* ts_tstate_native_id returns the OS thread id of tstate (gettid). */
+unsigned long
+ts_tstate_native_id(PyThreadState *tstate)
+{
+    return tstate->native_thread_id;
 }

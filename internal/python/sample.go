@@ -59,3 +59,16 @@ func SampleStack(tstate unsafe.Pointer) []Frame {
 func PoolThreadState(i int) unsafe.Pointer {
 	return unsafe.Pointer(C.ts_pool_tstate(C.int(i)))
 }
+
+// GILHolder returns the PyThreadState of the thread holding the GIL, or
+// nil when it is free; read racily without the GIL, for the watchdog to
+// name the thread a stalled loop waits for.
+func GILHolder() unsafe.Pointer {
+	return unsafe.Pointer(C.ts_gil_holder())
+}
+
+// NativeThreadID returns the OS thread id (gettid, as in top -H and
+// py-spy) of tstate.
+func NativeThreadID(tstate unsafe.Pointer) int {
+	return int(C.ts_tstate_native_id((*C.PyThreadState)(tstate)))
+}

@@ -63,6 +63,8 @@ int64_t ts_now_ns(void);
 /* gilwait.c: GIL waits inside CPython (take_gil), timed per thread. */
 void ts_gilwait_init(void);
 extern int ts_gilwait_active;
+PyThreadState *ts_gil_holder(void);
+unsigned long ts_tstate_native_id(PyThreadState *tstate);
 
 /* Turnstile parameters and counters (read by Go for metrics). */
 #define TS_SLICE_NS 1000000LL   /* 1 ms: the barrier's slice */

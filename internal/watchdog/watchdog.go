@@ -41,8 +41,13 @@ const (
 	DefaultSlowRequest    = 10 * time.Second
 	Tick                  = 10 * time.Millisecond
 	SampleEvery           = 20 * time.Millisecond
-	// ProbeEvery is how often a probe event is pushed to the loop.
+	// ProbeEvery is how often a probe event is pushed to the loop (half
+	// the stall threshold when that is shorter, so an idle loop turns
+	// well within it).
 	ProbeEvery = 50 * time.Millisecond
+	// MinStallThreshold is the shortest stall threshold: the watchdog
+	// looks every Tick, and an idle loop turns only for a probe.
+	MinStallThreshold = 50 * time.Millisecond
 	// ProgressAfter is when a stall still going is first logged.
 	ProgressAfter = 500 * time.Millisecond
 	// KeepStalls is how many stalls /debug/stalls keeps.
@@ -67,6 +72,11 @@ type Stall struct {
 	// Stack is the stack seen most, innermost first: "file:line in func",
 	// then the source line.
 	Stack []string `json:"stack"`
+	// When another thread held the GIL in at least half of the samples,
+	// the loop was (mostly) waiting for it: that thread's OS id (as in
+	// top -H, py-spy) and its stack seen most.
+	GILHolderThread int      `json:"gil_holder_thread,omitempty"`
+	GILHolderStack  []string `json:"gil_holder_stack,omitempty"`
 }
 
 // Watchdog watches the loop (when the app is ASGI) and the WSGI pool.
@@ -89,8 +99,11 @@ type Watchdog struct {
 	current *stallState
 	stop    chan struct{}
 	done    chan struct{}
-	slow    map[string]time.Duration // next report age per WSGI request key
-	sources sourceCache
+
+	startNs    int64                    // python.Now() at Start: earlier silence is not counted
+	probeEvery time.Duration            // ProbeEvery, or half a threshold below 100 ms
+	slow       map[string]time.Duration // next report age per WSGI request key
+	sources    sourceCache
 }
 
 type stallState struct {
@@ -102,6 +115,12 @@ type stallState struct {
 	nextReport time.Duration
 	lastSample time.Time
 	requests   []Request // in flight at the last sample that saw any
+
+	// Samples that found another thread holding the GIL, and its stacks.
+	holderSamples int
+	holderStacks  map[string]int
+	holderFrames  map[string][]python.Frame
+	holderThread  int // native thread id, the latest seen
 }
 
 // Collectors returns the watchdog's metrics for registration.
@@ -134,6 +153,8 @@ func (w *Watchdog) Start() {
 		w.Log = slog.Default()
 	}
 	w.stop, w.done = make(chan struct{}), make(chan struct{})
+	w.startNs = python.Now()
+	w.probeEvery = min(ProbeEvery, max(Tick, w.StallThreshold/2))
 	w.slow = map[string]time.Duration{}
 	go w.run()
 }
@@ -182,12 +203,14 @@ func (w *Watchdog) run() {
 		case <-t.C:
 		}
 		if w.Loop {
-			if time.Since(lastProbe) >= ProbeEvery {
+			if time.Since(lastProbe) >= w.probeEvery {
 				lastProbe = time.Now()
 				asgi.PushProbe()
 			}
 			h := asgi.ReadHeartbeat()
-			if h.Probes != lastProbes {
+			if h.Probes != lastProbes || h.Lag > 0 {
+				// One observation per read: the longest lag of the
+				// probes drained since (after a stall, the stall).
 				lastProbes = h.Probes
 				w.lag.Observe(float64(h.Lag) / 1e9)
 			}
@@ -204,7 +227,9 @@ func (w *Watchdog) run() {
 
 func (w *Watchdog) checkLoop(h asgi.Heartbeat) {
 	now := python.Now()
-	age := time.Duration(now - h.Beat)
+	// Time before the watchdog started (lifespan startup, which may block
+	// the loop while it runs) is not a stall it saw: count from its start.
+	age := time.Duration(now - max(h.Beat, w.startNs))
 	w.mu.Lock()
 	cur := w.current
 	w.mu.Unlock()
@@ -215,6 +240,7 @@ func (w *Watchdog) checkLoop(h asgi.Heartbeat) {
 		cur = &stallState{
 			lastBeat: h.Beat, start: time.Now().Add(-age),
 			stacks: map[string]int{}, frames: map[string][]python.Frame{}, nextReport: ProgressAfter,
+			holderStacks: map[string]int{}, holderFrames: map[string][]python.Frame{},
 		}
 		w.mu.Lock()
 		w.current = cur
@@ -239,6 +265,23 @@ func (w *Watchdog) checkLoop(h asgi.Heartbeat) {
 	if time.Since(cur.lastSample) >= SampleEvery {
 		cur.lastSample = time.Now()
 		frames := python.SampleStack(h.TState)
+		// A loop can also stall waiting for the GIL while another thread
+		// (a sync view in a thread pool, a background thread) holds it in
+		// a long C call: the loop's own stack then looks idle. Sample the
+		// holder too.
+		if hold := python.GILHolder(); hold != nil && hold != h.TState {
+			if hf := python.SampleStack(hold); len(hf) > 0 {
+				key := stackKey(hf)
+				w.mu.Lock()
+				cur.holderSamples++
+				cur.holderStacks[key]++
+				if _, ok := cur.holderFrames[key]; !ok {
+					cur.holderFrames[key] = hf
+				}
+				cur.holderThread = python.NativeThreadID(hold)
+				w.mu.Unlock()
+			}
+		}
 		if len(frames) > 0 {
 			key := stackKey(frames)
 			reqs := asgi.Requests()
@@ -258,7 +301,9 @@ func (w *Watchdog) checkLoop(h asgi.Heartbeat) {
 		}
 	}
 	if elapsed := time.Since(cur.start); elapsed >= cur.nextReport {
-		cur.nextReport *= 2
+		for cur.nextReport <= elapsed { // a threshold past 500 ms: one report, then doublings
+			cur.nextReport *= 2
+		}
 		w.mu.Lock()
 		st := w.summary(cur, elapsed, true)
 		w.mu.Unlock()
@@ -292,6 +337,16 @@ func (w *Watchdog) summary(cur *stallState, dur time.Duration, ongoing bool) Sta
 	if best != "" {
 		st.Stack = w.describe(cur.frames[best])
 	}
+	if cur.holderSamples > 0 && 2*cur.holderSamples >= cur.samples {
+		best, n = "", 0
+		for k, c := range cur.holderStacks {
+			if c > n || (c == n && k < best) {
+				best, n = k, c
+			}
+		}
+		st.GILHolderThread = cur.holderThread
+		st.GILHolderStack = w.describe(cur.holderFrames[best])
+	}
 	return st
 }
 
@@ -308,8 +363,13 @@ func (w *Watchdog) logStall(msg string, st Stall) {
 		}
 		reqs = append(reqs, fmt.Sprintf("%s %s (%.0f ms)", r.Method, r.Path, r.AgeMS))
 	}
-	w.Log.Warn(msg, "loop", 0, "duration_ms", st.DurationMS, "samples", st.Samples,
-		"requests", strings.Join(reqs, "; "), "stack", strings.Join(st.Stack, "\n"))
+	args := []any{"loop", 0, "duration_ms", st.DurationMS, "samples", st.Samples,
+		"requests", strings.Join(reqs, "; "), "stack", strings.Join(st.Stack, "\n")}
+	if st.GILHolderThread != 0 {
+		args = append(args, "waiting_for_gil", true, "gil_holder_thread", st.GILHolderThread,
+			"gil_holder_stack", strings.Join(st.GILHolderStack, "\n"))
+	}
+	w.Log.Warn(msg, args...)
 }
 
 // checkSlow logs the stack of WSGI requests past SlowRequest, and again at
