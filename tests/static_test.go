@@ -171,6 +171,10 @@ func TestStatic_B38Symlinks(t *testing.T) {
 		t.Fatal(err)
 	}
 
+	linked := filepath.Join(root, "current")
+	if err := os.Symlink(static, linked); err != nil {
+		t.Fatal(err)
+	}
 	// A link owned by another user than its target: refused by "owner"
 	// (nginx if_not_owner). Changing a link's owner needs root.
 	otherOwner := os.Geteuid() == 0
@@ -194,7 +198,7 @@ func TestStatic_B38Symlinks(t *testing.T) {
 		{"nofollow", []string{"--static-symlinks", "nofollow"}, false},
 	} {
 		t.Run(tt.id, func(t *testing.T) {
-			args := append([]string{"--static", "/static=" + static}, tt.policy...)
+			args := append([]string{"--static", "/static=" + static, "--static", "/linked=" + linked}, tt.policy...)
 			s := Start(t, append(args, "hello:app")...)
 			css, cssBody := rawStatus(t, s, "/static/app.css")
 			logo, logoBody := rawStatus(t, s, "/static/assets/logo.png")
@@ -224,6 +228,11 @@ func TestStatic_B38Symlinks(t *testing.T) {
 				if code, _ := rawStatus(t, s, "/static/other.css"); code != want {
 					t.Errorf("/static/other.css (link owned by 65534) = %s; want %s", code, want)
 				}
+			}
+			// The mount directory itself may be a symlink in every mode
+			// (a deploy's "current" link).
+			if code, _ := rawStatus(t, s, "/linked/plain.txt"); code != "200" {
+				t.Errorf("/linked/plain.txt (mount through a symlink) = %s; want 200", code)
 			}
 			if code, _ := rawStatus(t, s, "/static/plain.txt"); code != "200" {
 				t.Errorf("/static/plain.txt = %s; want 200", code)
