@@ -495,3 +495,40 @@ func TestHTTP2_Limits(t *testing.T) {
 		})
 	}
 }
+
+// B40 over HTTP/2: a body trickling a byte every 3 s (never idle long
+// enough for --timeout-body) is cut by --min-body-rate once the 5 s grace
+// is spent: 408, for both apps.
+func TestHTTP2_SlowBody(t *testing.T) {
+	for _, app := range []string{"h2_wsgi:app", "h2_asgi:app"} {
+		t.Run(app, func(t *testing.T) {
+			s := Start(t, app)
+			cc := h2cConn(t, s.Addr)
+			pr, pw := io.Pipe()
+			go func() {
+				for i := 0; i < 20; i++ {
+					if _, err := pw.Write([]byte("x")); err != nil {
+						return
+					}
+					time.Sleep(3 * time.Second)
+				}
+				pw.Close()
+			}()
+			defer pw.Close()
+			req, _ := http.NewRequest("POST", s.URL+"/", pr)
+			req.ContentLength = 20
+			start := time.Now()
+			resp, err := cc.RoundTrip(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			if resp.StatusCode != 408 {
+				t.Errorf("a trickling body = %d; want 408", resp.StatusCode)
+			}
+			if d := time.Since(start); d > 20*time.Second {
+				t.Errorf("408 after %v; want soon after the 5 s grace", d)
+			}
+		})
+	}
+}

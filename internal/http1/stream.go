@@ -37,8 +37,8 @@ import (
 //  3. Body.Read reads the stream's DATA (x/net sends 100 Continue when
 //     asked). MaxBodyBytes, BodyTimeout (re-armed lazily: an idle gap
 //     ends between BodyTimeout/2 and BodyTimeout) and the per-stream
-//     write deadline (the same, with WriteTimeout) apply; MinBodyRate
-//     does not (flow control bounds what a stream buffers).
+//     write deadline (the same, with WriteTimeout) apply; so does
+//     MinBodyRate, checked as each read returns.
 //  4. NotifyClose watches the stream's context: RST_STREAM or the
 //     connection closing ends it while the handler runs (ASGI
 //     http.disconnect, case B25).
@@ -78,6 +78,7 @@ type stream struct {
 	aborted    bool      // Abort was called: reset the stream
 	readArmed  time.Time // when the read deadline was last set
 	writeArmed time.Time
+	bodyWait   time.Duration // time spent blocked in body reads (MinBodyRate)
 
 	watchStop chan struct{} // NotifyClose: closed when the handler returned
 	watchDone chan struct{} // closed when the watcher exited
@@ -402,12 +403,25 @@ func (st *stream) readBody(b *Body, p []byte) (int, error) {
 			dr.SetReadDeadline(now.Add(d))
 		}
 	}
+	start := time.Now()
 	n, err := st.hr.Body.Read(p)
 	b.total += int64(n)
 	b.expect = false
 	if b.max > 0 && b.total > b.max {
 		b.err = ErrBodyTooLarge
 		return 0, b.err
+	}
+	// The minimum data rate (Server.MinBodyRate), on the time spent
+	// waiting for DATA only (bytes x/net already holds cost nothing): a
+	// client trickling a byte just often enough to beat BodyTimeout is
+	// caught when its byte arrives (case B40).
+	if rate := st.lim.bodyRate; rate > 0 && err == nil {
+		st.bodyWait += time.Since(start)
+		allowed := max(BodyRateGrace, time.Duration(float64(b.total)/float64(rate)*float64(time.Second)))
+		if st.bodyWait > allowed {
+			b.err = ErrBodyTimeout
+			return 0, b.err
+		}
 	}
 	switch {
 	case err == nil:
