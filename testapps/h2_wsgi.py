@@ -7,6 +7,7 @@
              50 ms until the client leaves; the iterable's close() counts
              in "closed" (a client gone on HTTP/2 must end it as on HTTP/1)
 /big?n=N     N bytes of "x" with a Content-Length
+/slow        sleeps 2 s, then answers "done" (graceful stop)
 /stats       {"closed": N}
 """
 
@@ -41,6 +42,10 @@ def app(environ, start_response):
     if path == "/stream":
         start_response("200 OK", [("Content-Type", "text/plain")])
         return Stream()
+    if path == "/slow":
+        time.sleep(2)
+        start_response("200 OK", [("Content-Type", "text/plain"), ("Content-Length", "4")])
+        return [b"done"]
     if path == "/stats":
         out = json.dumps(stats).encode()
         start_response("200 OK", [("Content-Type", "application/json")])

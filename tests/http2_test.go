@@ -532,3 +532,40 @@ func TestHTTP2_SlowBody(t *testing.T) {
 		})
 	}
 }
+
+// SIGTERM with a stream in flight: GOAWAY, the stream finishes, the
+// process exits 0.
+func TestHTTP2_StopFinishesInFlightStream(t *testing.T) {
+	s := Start(t, "h2_wsgi:app")
+	cc := h2cConn(t, s.Addr)
+	type result struct {
+		code int
+		body string
+		err  error
+	}
+	done := make(chan result, 1)
+	go func() {
+		req, _ := http.NewRequest("GET", s.URL+"/slow", nil)
+		resp, err := cc.RoundTrip(req)
+		if err != nil {
+			done <- result{err: err}
+			return
+		}
+		b, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		done <- result{resp.StatusCode, string(b), err}
+	}()
+	time.Sleep(500 * time.Millisecond)
+	s.Signal(syscall.SIGTERM)
+	select {
+	case r := <-done:
+		if r.err != nil || r.code != 200 || r.body != "done" {
+			t.Errorf("in-flight stream: %d %q %v; want 200 done", r.code, r.body, r.err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the in-flight stream did not finish")
+	}
+	if code := s.Wait(30 * time.Second); code != 0 {
+		t.Errorf("exit %d; want 0", code)
+	}
+}
