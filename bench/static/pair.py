@@ -1,0 +1,91 @@
+#!/usr/bin/env python3
+"""Two turnstile binaries A and B serving the same static file, in
+interleaved pairs (order alternated), for a before/after of a change in
+internal/static: req/s and server CPU µs per request (/proc), wrk -t1 -c64
+under taskset -c 0, the server under taskset -c 1, a fresh server per run.
+Writes bench/results/static-pair-<stamp>.meta.txt (rows and summary).
+
+    python3 bench/static/pair.py --a OLD_BIN --b bin/turnstile --file 1k --pairs 5
+"""
+
+import argparse
+import os
+import statistics
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+import turnlib as T  # noqa: E402
+import importlib.util  # noqa: E402
+
+_spec = importlib.util.spec_from_file_location("static_run", os.path.join(os.path.dirname(__file__), "run.py"))
+S = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(S)
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("--a", required=True, help="turnstile binary A (before)")
+    p.add_argument("--b", required=True, help="turnstile binary B (after)")
+    p.add_argument("--file", default="1k", choices=sorted(S.FILES))
+    p.add_argument("--pairs", type=int, default=5)
+    p.add_argument("--conns", type=int, default=64)
+    p.add_argument("--duration", type=int, default=5)
+    p.add_argument("--venv", default=T.default_venv())
+    p.add_argument("--out", default=os.path.join(T.WORK, "results"))
+    a = p.parse_args()
+    os.makedirs(a.out, exist_ok=True)
+    static_dir = S.make_files(os.path.join(T.WORK, "static-files"))
+    bins = {}
+    for name, src in (("A", a.a), ("B", a.b)):
+        bins[name], info = T.snapshot_turnstile(src)
+        os.rename(bins[name], bins[name] + name)
+        bins[name] += name
+        bins[name + "_info"] = info
+    st = T.stamp()
+    load_before, started = T.R.loadavg(), T.R.utcnow()
+    lines, res = [], {"A": [], "B": []}
+    for pair in range(1, a.pairs + 1):
+        for name in (("A", "B") if pair % 2 else ("B", "A")):
+            T.quiet(max_wait=10)
+            port = T.R.free_port()
+            argv, env, cwd = S.server_argv("turnstile", bins[name], a.venv, port, static_dir, None)
+            srv = T.Srv(name, argv, a.venv, cwd, os.path.join(T.WORK, "logs", "static-pair-%s.log" % st), env)
+            url = "http://%s:%d/static/%s.bin" % (T.HOST, port, a.file)
+            try:
+                err = S.check(url, S.FILES[a.file])
+                if err:
+                    sys.exit("%s: %s" % (name, err))
+                T.wrk(a.conns, 1, url)
+                k0 = T.Mark(srv.proc.pid)
+                _, r = T.wrk(a.conns, a.duration, url)
+                k1 = T.Mark(srv.proc.pid)
+            finally:
+                srv.stop()
+            u = T.usage(k0, k1)
+            cpu = u["server_cpu_s"] / r["requests"] * 1e6
+            res[name].append((r["rps"], cpu, u["others_cores"]))
+            line = "pair %d %s %8.0f req/s %7.2f cpu-µs/req others %.2f" % (pair, name, r["rps"], cpu, u["others_cores"])
+            lines.append(line)
+            print(line, flush=True)
+    summary = ["%s: median %.0f req/s, %.2f cpu-µs/req" % (
+        n, statistics.median(x[0] for x in res[n]), statistics.median(x[1] for x in res[n])) for n in ("A", "B")]
+    ratios = [b[1] / a_[1] for a_, b in zip(res["A"], res["B"])]
+    summary.append("per-pair CPU ratio B/A: %s (median %.3f)" % (", ".join("%.3f" % v for v in ratios),
+                                                                  statistics.median(ratios)))
+    text = "\n".join(lines + [""] + summary)
+    print("\n" + "\n".join(summary))
+    base = os.path.join(a.out, "static-pair-%s" % st)
+    T.write_meta(base + ".meta.txt", "static-pair — two turnstile binaries, GET /static/%s.bin" % a.file,
+                 {"server": "taskset -c 1 BIN --venv VENV --app-dir bench/apps --host 127.0.0.1 --port PORT "
+                            "--admin-bind off --log-level warning --static /static=DIR hello:app",
+                  "wrk": "taskset -c 0 wrk -t1 -c %d -d %ds --timeout 5s --latency URL" % (a.conns, a.duration)},
+                 ["A: " + bins["A_info"], "B: " + bins["B_info"],
+                  "%d pairs, order alternated, 1 s warm-up discarded, fresh server per run" % a.pairs],
+                 a.venv, "A and B above", load_before, started, text)
+    for name in ("A", "B"):
+        os.unlink(bins[name])
+    print("\nwrote %s.meta.txt" % base)
+
+
+if __name__ == "__main__":
+    main()
