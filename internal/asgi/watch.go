@@ -34,9 +34,10 @@ func ReadHeartbeat() Heartbeat {
 // PushProbe queues the watchdog's probe: when the loop drains it, its
 // heartbeat moves and the time it waited becomes the loop lag. The Go
 // watchdog calls it every 50 ms; a blocked loop leaves it queued.
-func PushProbe() {
+// It reports whether the probe was queued (not when the loop is stopping).
+func PushProbe() bool {
 	now := int64(C.ts_now_ns())
-	C.ts_asgi_push(C.TS_EV_PROBE, nil, 0, (*C.char)(unsafe.Pointer(&now)), C.size_t(unsafe.Sizeof(now)), 0)
+	return C.ts_asgi_push(C.TS_EV_PROBE, nil, 0, (*C.char)(unsafe.Pointer(&now)), C.size_t(unsafe.Sizeof(now)), 0) == 0
 }
 
 // InFlight is one request running on the loop.

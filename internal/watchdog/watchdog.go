@@ -196,6 +196,11 @@ func (w *Watchdog) run() {
 	var lastProbes uint64
 	lastSlow := time.Now()
 	lastProbe := time.Time{}
+	// Probes pushed, and when (python.Now), by push number: the loop
+	// drains them in order, so h.Probes is the number of the oldest one
+	// still queued.
+	var pushed uint64
+	var pushedAt [256]int64
 	for {
 		select {
 		case <-w.stop:
@@ -205,7 +210,11 @@ func (w *Watchdog) run() {
 		if w.Loop {
 			if time.Since(lastProbe) >= w.probeEvery {
 				lastProbe = time.Now()
-				asgi.PushProbe()
+				at := python.Now()
+				if asgi.PushProbe() {
+					pushedAt[pushed%uint64(len(pushedAt))] = at
+					pushed++
+				}
 			}
 			h := asgi.ReadHeartbeat()
 			if h.Probes != lastProbes || h.Lag > 0 {
@@ -215,7 +224,16 @@ func (w *Watchdog) run() {
 				w.lag.Observe(float64(h.Lag) / 1e9)
 			}
 			if w.StallThreshold > 0 && h.Beat != 0 {
-				w.checkLoop(h)
+				// How long the oldest probe not yet drained has waited:
+				// a stall is the loop not draining what Go gave it, not
+				// merely a quiet heartbeat (Go itself may have been held
+				// off the CPU and pushed nothing meanwhile).
+				var pending time.Duration
+				if pushed > h.Probes {
+					oldest := max(h.Probes, pushed-uint64(len(pushedAt)))
+					pending = time.Duration(python.Now() - pushedAt[oldest%uint64(len(pushedAt))])
+				}
+				w.checkLoop(h, pending)
 			}
 		}
 		if w.SlowRequest > 0 && time.Since(lastSlow) >= 100*time.Millisecond {
@@ -225,7 +243,7 @@ func (w *Watchdog) run() {
 	}
 }
 
-func (w *Watchdog) checkLoop(h asgi.Heartbeat) {
+func (w *Watchdog) checkLoop(h asgi.Heartbeat, pending time.Duration) {
 	now := python.Now()
 	// Time before the watchdog started (lifespan startup, which may block
 	// the loop while it runs) is not a stall it saw: count from its start.
@@ -234,7 +252,7 @@ func (w *Watchdog) checkLoop(h asgi.Heartbeat) {
 	cur := w.current
 	w.mu.Unlock()
 	if cur == nil {
-		if age < w.StallThreshold {
+		if age < w.StallThreshold || pending < w.StallThreshold {
 			return
 		}
 		cur = &stallState{
