@@ -31,7 +31,7 @@ def free_port():
 
 def run(arm, args):
     port = free_port()
-    cmd = ["taskset", "-c", "1", os.path.join(ROOT, "bin/turnstile"), "--venv", args.venv,
+    cmd = ["taskset", "-c", "1", args.bin, "--venv", args.venv,
            "--app-dir", os.path.join(ROOT, "testapps"), "--host", "127.0.0.1", "--port", str(port),
            "--admin-bind", "off", "--log-level", "warning"]
     if arm == "off":
@@ -61,7 +61,12 @@ def main():
     ap.add_argument("--app", default="asgi_hello:app")
     ap.add_argument("--venv", default=os.path.join(ROOT, "bench/work/venv-3.11"))
     ap.add_argument("--out", default=os.path.join(ROOT, "bench/results"))
+    ap.add_argument("--bin", default=os.path.join(ROOT, "bin/turnstile"),
+                    help="the binary (copied first, so a rebuild mid-run cannot change it)")
     args = ap.parse_args()
+    snap = os.path.join("/tmp", "watchdog-cost-bin-%d" % os.getpid())
+    subprocess.run(["cp", os.path.realpath(args.bin), snap], check=True)
+    args.bin = snap
     rows, ratios = [], []
     load0 = open("/proc/loadavg").read().strip()
     for i in range(args.pairs):
@@ -78,7 +83,7 @@ def main():
         f.write(f"# command: python3 bench/watchdog-cost/run.py --pairs {args.pairs} --duration {args.duration} --app {args.app}\n")
         f.write(f"# server on core 1 (taskset), wrk on core 0; off = --loop-stall-threshold 0 --slow-request-threshold 0\n")
         f.write(f"# loadavg before: {load0}; after: {open('/proc/loadavg').read().strip()}\n")
-        f.write(f"# {subprocess.run([os.path.join(ROOT, 'bin/turnstile'), '--version'], capture_output=True, text=True).stdout.strip()}; nproc {os.cpu_count()}\n")
+        f.write(f"# {subprocess.run([args.bin, '--version'], capture_output=True, text=True).stdout.strip()}; nproc {os.cpu_count()}\n")
         f.write("pair,on_rps,on_cpu_us_per_req,off_rps,off_cpu_us_per_req,ratio_on_off\n")
         for i, on, off in rows:
             f.write(f"{i},{on[0]:.0f},{on[1]:.3f},{off[0]:.0f},{off[1]:.3f},{on[1]/off[1]:.4f}\n")
