@@ -46,6 +46,14 @@ func run() int {
 			// binary for each worker, with TURNSTILE_WORKER set, and hands
 			// down the settings it took from the environment and the file.
 			if server.IsWorker() {
+				// The settings (which may hold --ssl-keyfile-password)
+				// are read: take them and the password's own variable
+				// out of the environment before Python copies it into
+				// os.environ, where the app and its subprocesses would
+				// see them. os.Unsetenv calls C unsetenv (cgo). The
+				// other TURNSTILE_* variables are read later.
+				os.Unsetenv(cliconf.EnvSettings)
+				os.Unsetenv(cliconf.EnvName("ssl-keyfile-password"))
 				code = server.RunWorker(&cfg, server.NewLogger(os.Stderr, cfg.LogLevel, cfg.LogFormat))
 			} else {
 				os.Setenv(cliconf.EnvSettings, res.Export())
