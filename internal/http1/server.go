@@ -133,7 +133,9 @@ type Server struct {
 	HTTP2 HTTP2Server
 	// HTTP2Only serves every connection as HTTP/2 (--http 2): one that
 	// does not start with the client preface is closed by the HTTP/2
-	// server (a connection error, RFC 9113 §3.4). It needs HTTP2.
+	// server (a connection error, RFC 9113 §3.4), and a TLS connection
+	// that did not negotiate "h2" by ALPN is closed after the handshake
+	// (RFC 9113 §3.2). It needs HTTP2.
 	HTTP2Only bool
 	// Logger receives handler failures (500s, panics) at error level and
 	// protocol rejections and client disconnects at debug level. Nil
@@ -505,8 +507,17 @@ func (c *conn) serve() {
 		}
 		tc.SetWriteDeadline(time.Time{})
 		c.scheme = "https"
-		if tc.ConnectionState().NegotiatedProtocol == "h2" && c.srv.HTTP2 != nil {
+		proto := tc.ConnectionState().NegotiatedProtocol
+		if proto == "h2" && c.srv.HTTP2 != nil {
 			c.serveHTTP2()
+			return
+		}
+		if c.srv.HTTP2Only {
+			// crypto/tls lets a client whose ALPN list lacks "h2"
+			// through (RFC 7301 §3.2 allows it): over TLS, HTTP/2 is
+			// only spoken after "h2" was negotiated (RFC 9113 §3.2), so
+			// such a client gets no HTTP/2 frames, just a close.
+			c.srv.logger().Debug("http1: TLS client did not negotiate h2 under --http 2: closing", "remote", c.req.RemoteAddr, "alpn", proto)
 			return
 		}
 	}
