@@ -325,8 +325,10 @@ func (c *Config) validateHTTP(bad func(string, ...any)) {
 	if w := c.HTTP2InitialConnectionWindowSize; w < 65535 {
 		bad("--http2-initial-connection-window-size %d: want 65535..2147483647", w)
 	}
-	if w := c.HTTP2InitialStreamWindowSize; w < 1 {
-		bad("--http2-initial-stream-window-size %d: want 1..2147483647", w)
+	// A client may send 65535 bytes of a stream before it has our
+	// SETTINGS (RFC 9113 §6.9.2), so a smaller window breaks bodies.
+	if w := c.HTTP2InitialStreamWindowSize; w < 65535 {
+		bad("--http2-initial-stream-window-size %d: want 65535..2147483647", w)
 	}
 	if f := c.HTTP2MaxFrameSize; f < 16384 || f > 16777215 {
 		bad("--http2-max-frame-size %d: want 16384..16777215", f)
@@ -508,10 +510,18 @@ func (c *Config) Validate() error {
 	default:
 		bad("--log-format %q: want text or json", c.LogFormat)
 	}
+	mounted := map[string]string{} // URL prefix → the --static that mounts it
 	for _, m := range c.Static {
-		if _, err := static.ParseMount(m); err != nil {
+		mt, err := static.ParseMount(m)
+		if err != nil {
 			errs = append(errs, err)
+			continue
 		}
+		if first, dup := mounted[mt.Prefix]; dup {
+			bad("--static %q: URL prefix %s is already mounted by --static %q", m, mt.Prefix, first)
+			continue
+		}
+		mounted[mt.Prefix] = m
 	}
 	if _, err := static.ParseSymlinks(c.StaticSymlinks); err != nil {
 		bad("--static-symlinks %q: want follow, owner or nofollow", c.StaticSymlinks)

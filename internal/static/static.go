@@ -155,6 +155,11 @@ func New(cfg Config, next http1.Handler) (http1.Handler, error) {
 		if err != nil {
 			return nil, err
 		}
+		for _, o := range h.mounts {
+			if o.Prefix == m.Prefix {
+				return nil, fmt.Errorf("%w: --static %q: URL prefix %s is already mounted", ErrMount, s, m.Prefix)
+			}
+		}
 		h.mounts = append(h.mounts, m)
 	}
 	mime.TypeByExtension(".html") // load the host's MIME tables now, not in the first request
