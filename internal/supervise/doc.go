@@ -27,7 +27,8 @@
 //     control lines, its exit (reaped by its cmd.Wait goroutine: no
 //     zombie), timers, signals and file changes.
 //  6. A serving worker that dies is logged once with pid, cause (exit
-//     status or signal name; SIGKILL flagged as a possible OOM kill) and
+//     status or signal name; a SIGKILL the master did not send itself
+//     flagged as a possible OOM kill) and
 //     the last 20 lines of its stderr, and respawned at once, then with a
 //     back-off (0.5 s doubling to 30 s) while it keeps dying within 30 s
 //     of becoming ready.

@@ -557,7 +557,7 @@ func (m *Master) onReady(p *proc) {
 func (m *Master) onExit(p *proc, ps *os.ProcessState) {
 	delete(m.procs, p)
 	p.stopTimers()
-	cause, sig, oom := exitCause(ps)
+	cause, sig, oom := exitCause(ps, p.killed.Load())
 	uptime := time.Since(p.started).Round(time.Millisecond).Seconds()
 	if m.slots[p.id] == p {
 		delete(m.slots, p.id)

@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -62,13 +63,19 @@ type proc struct {
 	timers       []*time.Timer
 
 	tail    ring
+	killed  atomic.Bool   // the master sent it SIGKILL (not the OOM killer)
 	ctlDone chan struct{} // the control pipe reached EOF
 	errDone chan struct{} // stderr reached EOF
 }
 
 // signal sends sig; a process that has exited already is not an error.
+// A SIGKILL is remembered (killed): that death is the master's doing.
+// Timers call it from their own goroutines.
 func (p *proc) signal(sig syscall.Signal) {
 	if p.cmd.Process != nil {
+		if sig == syscall.SIGKILL {
+			p.killed.Store(true)
+		}
 		_ = p.cmd.Process.Signal(sig)
 	}
 }
@@ -280,9 +287,10 @@ func (m *Master) readStderr(p *proc, r *os.File) {
 }
 
 // exitCause describes how a process ended: "exit status 3", or "killed
-// by SIGKILL" (with possibleOOM for SIGKILL, which the kernel's OOM killer
-// sends), and the signal name when there is one.
-func exitCause(ps *os.ProcessState) (cause, sig string, possibleOOM bool) {
+// by SIGKILL" (with possibleOOM for a SIGKILL the master did not send
+// itself, byMaster false: the kernel's OOM killer sends one), and the
+// signal name when there is one.
+func exitCause(ps *os.ProcessState, byMaster bool) (cause, sig string, possibleOOM bool) {
 	if ps == nil {
 		return "unknown", "", false
 	}
@@ -301,7 +309,9 @@ func exitCause(ps *os.ProcessState) (cause, sig string, possibleOOM bool) {
 		if ws.CoreDump() {
 			cause += ", core dumped"
 		}
-		if s == syscall.SIGKILL {
+		if s == syscall.SIGKILL && byMaster {
+			cause += "; sent by the master"
+		} else if s == syscall.SIGKILL {
 			possibleOOM = true
 			cause += "; possibly the kernel's OOM killer"
 		}
