@@ -33,6 +33,7 @@ func loadConfig(cmd *cobra.Command, cfg *config.Config, maxRSSMiB *int64, app st
 		ConfigFlag: "config",
 		Reserved:   reservedEnv,
 		Worker:     server.IsWorker(),
+		Octal:      []string{"umask"},
 	})
 	if err != nil {
 		return nil, err

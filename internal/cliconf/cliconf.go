@@ -14,7 +14,11 @@
 //
 // Unknown keys in the file and unknown TURNSTILE_* variables are errors
 // with a "did you mean". A flag whose usage starts with "alias of --X"
-// is an alias: it sets X, and setting both is an error.
+// is an alias: it sets X. A boolean --no-X next to a boolean --X is X's
+// negation: one setting under two names (--no-X=v sets X to !v), listed
+// once as X. Setting two names of one setting in the same source (both
+// flags, both variables, both keys) is an error naming both; across
+// sources the usual precedence holds.
 //
 // A worker re-executed by the master must see exactly the master's
 // settings, even if the file changed since or is unreadable after
@@ -74,6 +78,10 @@ type Options struct {
 	Worker bool
 	// Environ is the environment, os.Environ() when nil.
 	Environ []string
+	// Octal are flags whose value is an octal number written as a
+	// string ("027", "0o22"): a TOML integer for one (umask = 0o27) is
+	// that integer, given to the flag as "0o27", not its decimal digits.
+	Octal []string
 }
 
 // Setting is one flag's effective value and where it came from.
@@ -93,6 +101,8 @@ type Result struct {
 	settings map[string]*Setting
 	order    []string
 	aliases  map[string]string // alias → target
+	negated  map[string]bool   // aliases --no-X that set their target to the opposite
+	octal    map[string]bool   // Options.Octal
 }
 
 // EnvName is the environment variable of flag name.
@@ -134,13 +144,21 @@ func Load(fs *pflag.FlagSet, opts Options) (*Result, error) {
 	if opts.ConfigFlag != "" {
 		skip[opts.ConfigFlag] = true
 	}
-	r := &Result{settings: map[string]*Setting{}, aliases: map[string]string{}}
+	r := &Result{settings: map[string]*Setting{}, aliases: map[string]string{}, negated: map[string]bool{}, octal: map[string]bool{}}
+	for _, n := range opts.Octal {
+		r.octal[n] = true
+	}
 	fs.VisitAll(func(f *pflag.Flag) {
 		if skip[f.Name] {
 			return
 		}
 		if t := aliasOf(f); t != "" && fs.Lookup(t) != nil {
 			r.aliases[f.Name] = t
+			return
+		}
+		if t := negationOf(fs, f); t != "" && !skip[t] {
+			r.aliases[f.Name] = t
+			r.negated[f.Name] = true
 			return
 		}
 		r.settings[f.Name] = &Setting{Name: f.Name, Source: Default, list: isList(f)}
@@ -152,13 +170,25 @@ func Load(fs *pflag.FlagSet, opts Options) (*Result, error) {
 			s.Source, s.Origin = Flag, "--"+name
 		}
 	}
-	for alias, target := range r.aliases {
-		if fs.Changed(alias) {
-			r.settings[target].Source, r.settings[target].Origin = Flag, "--"+alias
+	var errs []error
+	aliases := make([]string, 0, len(r.aliases))
+	for alias := range r.aliases {
+		aliases = append(aliases, alias)
+	}
+	sort.Strings(aliases)
+	for _, alias := range aliases {
+		target := r.aliases[alias]
+		if !fs.Changed(alias) {
+			continue
 		}
+		if s := r.settings[target]; s.Source == Flag {
+			// pflag keeps the last of the two: refuse rather than guess.
+			errs = append(errs, fmt.Errorf("%s and --%s: both set %s; give one", s.Origin, alias, target))
+			continue
+		}
+		r.settings[target].Source, r.settings[target].Origin = Flag, "--"+alias
 	}
 
-	var errs []error
 	if opts.Worker {
 		errs = append(errs, r.applyWorker(fs, env)...)
 	} else {
@@ -205,6 +235,34 @@ func (r *Result) fill(fs *pflag.FlagSet) {
 			s.Value = f.Value.String()
 		}
 	}
+}
+
+// negationOf returns X when f is a boolean --no-X and --X is a boolean.
+func negationOf(fs *pflag.FlagSet, f *pflag.Flag) string {
+	x, ok := strings.CutPrefix(f.Name, "no-")
+	if !ok || f.Value.Type() != "bool" {
+		return ""
+	}
+	if t := fs.Lookup(x); t != nil && t.Value.Type() == "bool" {
+		return x
+	}
+	return ""
+}
+
+// targetValues turns the values given under name (a flag, alias or
+// --no-X) into its target's: a --no-X's boolean is negated.
+func (r *Result) targetValues(name string, vals []string) ([]string, error) {
+	if !r.negated[name] {
+		return vals, nil
+	}
+	if len(vals) != 1 {
+		return nil, fmt.Errorf("want one value")
+	}
+	b, err := strconv.ParseBool(vals[0])
+	if err != nil {
+		return nil, errors.New("want true or false")
+	}
+	return []string{strconv.FormatBool(!b)}, nil
 }
 
 // target maps an alias to the flag it sets.
@@ -257,7 +315,11 @@ func (r *Result) applyFile(fs *pflag.FlagSet, path string) []error {
 			continue
 		}
 		by[name] = key
-		vals, err := tomlValues(doc[key], s.list)
+		v := doc[key]
+		if n, isInt := v.(int64); isInt && r.octal[name] && n >= 0 {
+			v = "0o" + strconv.FormatInt(n, 8) // umask = 0o27 is mask 027, not "23"
+		}
+		vals, err := tomlValues(v, s.list)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("%s: %w", label, err))
 			continue
@@ -265,7 +327,11 @@ func (r *Result) applyFile(fs *pflag.FlagSet, path string) []error {
 		if s.Source == Flag {
 			continue // the command line wins; the value was still checked for shape
 		}
-		if err := apply(fs, name, vals, s.list); err != nil {
+		vals, err = r.targetValues(key, vals)
+		if err == nil {
+			err = apply(fs, name, vals, s.list)
+		}
+		if err != nil {
 			errs = append(errs, fmt.Errorf("%s = %s: %w", label, tomlQuote(doc[key]), err))
 			continue
 		}
@@ -320,7 +386,11 @@ func (r *Result) applyEnv(fs *pflag.FlagSet, vars map[string]string, reserved []
 		if s.Source == Flag {
 			continue
 		}
-		if err := apply(fs, name, vals, s.list); err != nil {
+		vals, err := r.targetValues(key, vals)
+		if err == nil {
+			err = apply(fs, name, vals, s.list)
+		}
+		if err != nil {
 			errs = append(errs, fmt.Errorf("%s=%q: %w", k, v, err))
 			continue
 		}
