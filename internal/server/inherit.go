@@ -41,9 +41,13 @@ type workerMode struct {
 // worker is nil unless RunWorker runs this process.
 var worker *workerMode
 
-// IsWorker reports whether the environment says this process is a worker
-// started by the master.
-func IsWorker() bool { return os.Getenv(EnvWorker) != "" }
+// workerID and workerAdmin are EnvWorker and EnvWorkerAdmin as this
+// process started with: init takes both out of the environment.
+var workerID, workerAdmin = os.Getenv(EnvWorker), os.Getenv(EnvWorkerAdmin)
+
+// IsWorker reports whether the environment this process started with
+// says it is a worker started by the master.
+func IsWorker() bool { return workerID != "" }
 
 // RunWorker runs this process as worker EnvWorker of a master: it listens
 // on the inherited ListenerFD, serves its admin handler on the Unix socket
@@ -51,13 +55,13 @@ func IsWorker() bool { return os.Getenv(EnvWorker) != "" }
 // "failed <reason>" (the last error it logged) when it exits before. It
 // returns the process exit status, like Run.
 func RunWorker(cfg *config.Config, log *slog.Logger) int {
-	id := os.Getenv(EnvWorker)
+	id := workerID
 	ctl, err := openControl(ControlFD)
 	if err != nil {
 		log.Error(err.Error())
 		return ExitFailed
 	}
-	if path := os.Getenv(EnvWorkerAdmin); path != "" {
+	if path := workerAdmin; path != "" {
 		cfg.AdminBind = "unix:" + path
 	} else {
 		cfg.AdminBind = "off"
@@ -131,5 +135,17 @@ func init() {
 	if IsWorker() {
 		syscall.CloseOnExec(ListenerFD)
 		syscall.CloseOnExec(ControlFD)
+		unsetWorkerEnv()
 	}
+}
+
+// unsetWorkerEnv takes the worker's own variables (read above) out of the
+// environment before Python copies it into os.environ: a turnstile the
+// app starts (a subprocess inherits os.environ) would otherwise believe
+// it is a worker and look for a listener on fd 3. os.Unsetenv calls C
+// unsetenv (cgo), so the C environ Python reads loses them too.
+// TURNSTILE_WORKER_SETTINGS is taken out by cmd/turnstile once read.
+func unsetWorkerEnv() {
+	os.Unsetenv(EnvWorker)
+	os.Unsetenv(EnvWorkerAdmin)
 }

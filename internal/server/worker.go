@@ -201,9 +201,9 @@ func appDir(cfg *config.Config) string {
 // pythonProgram picks sys.executable: the virtualenv's python (checked to
 // be the binary's CPython minor version), else the build's own python.
 func pythonProgram(cfg *config.Config) (string, error) {
-	venv := cfg.Venv
+	venv, from := cfg.Venv, "--venv "
 	if venv == "" {
-		venv = os.Getenv("VIRTUAL_ENV")
+		venv, from = os.Getenv("VIRTUAL_ENV"), "VIRTUAL_ENV="
 	}
 	if venv == "" {
 		if python.BuildExecutable != "" {
@@ -215,7 +215,7 @@ func pythonProgram(cfg *config.Config) (string, error) {
 	cfgPath := filepath.Join(venv, "pyvenv.cfg")
 	f, err := os.Open(cfgPath)
 	if err != nil {
-		return "", fmt.Errorf("turnstile: %s is not a virtualenv (no pyvenv.cfg)", venv)
+		return "", fmt.Errorf("%s%s is not a virtualenv (no pyvenv.cfg)", from, venv)
 	}
 	defer f.Close()
 	version := ""
@@ -231,7 +231,7 @@ func pythonProgram(cfg *config.Config) (string, error) {
 		}
 	}
 	if version != "" && version != python.BuildMinor && !strings.HasPrefix(version, python.BuildMinor+".") {
-		return "", fmt.Errorf("turnstile: virtualenv %s is Python %s but this binary was built for Python %s (rebuild with make PYTHON=python%s)",
+		return "", fmt.Errorf("virtualenv %s is Python %s but this binary was built for Python %s (rebuild with make PYTHON=python%s)",
 			venv, version, python.BuildMinor, majorMinor(version))
 	}
 	return filepath.Join(venv, "bin", "python"), nil
