@@ -50,8 +50,9 @@ func run() int {
 				// are read: take them and the password's own variable
 				// out of the environment before Python copies it into
 				// os.environ, where the app and its subprocesses would
-				// see them. os.Unsetenv calls C unsetenv (cgo). The
-				// other TURNSTILE_* variables are read later.
+				// see them. os.Unsetenv calls C unsetenv (cgo).
+				// TURNSTILE_WORKER and TURNSTILE_WORKER_ADMIN were
+				// taken out at start (internal/server, init).
 				os.Unsetenv(cliconf.EnvSettings)
 				os.Unsetenv(cliconf.EnvName("ssl-keyfile-password"))
 				code = server.RunWorker(&cfg, server.NewLogger(os.Stderr, cfg.LogLevel, cfg.LogFormat))
