@@ -56,6 +56,9 @@ func Run(cfg *config.Config, log *slog.Logger) int {
 	}
 	log.Info("turnstile starting", "python", strings.SplitN(python.RuntimeVersion(), " ", 2)[0],
 		"built_for", python.BuildVersion, "executable", program, "app", cfg.App, "pid", os.Getpid())
+	if attrs := python.VersionMismatch(); attrs != nil {
+		log.Warn("the running CPython is not the version this binary was built for", attrs...)
+	}
 
 	// The admin listener answers /livez at once; /readyz says 503 until
 	// the app is loaded.
