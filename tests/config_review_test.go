@@ -127,3 +127,29 @@ func TestConfig_VenvMessage(t *testing.T) {
 		}
 	}
 }
+
+// FORWARDED_ALLOW_IPS (read below the flag, the TURNSTILE_ variable and
+// the file) is named when its value is bad, and every bad entry of a
+// list is reported.
+func TestConfig_ForwardedAllowIPsErrors(t *testing.T) {
+	for _, sub := range [][]string{{"check"}, nil} {
+		args := append(append([]string{}, sub...), "conf_app:app")
+		_, stderr, code := cfRun(t, cfEnv("FORWARDED_ALLOW_IPS=nope"), args...)
+		if code != 2 || !strings.Contains(stderr, `turnstile: FORWARDED_ALLOW_IPS: "nope" is not`) || strings.Contains(stderr, "--forwarded-allow-ips") {
+			t.Errorf("FORWARDED_ALLOW_IPS=nope %v: exit %d:\n%s", args, code, stderr)
+		}
+	}
+	r, stderr, code := cfCheck(t, cfEnv("FORWARDED_ALLOW_IPS=10.1.0.0/16"), "conf_app:app")
+	if got := r.get(t, "forwarded-allow-ips"); code != 0 || got.Value != "10.1.0.0/16" || got.Source != "env" || got.Origin != "FORWARDED_ALLOW_IPS" {
+		t.Errorf("FORWARDED_ALLOW_IPS=10.1.0.0/16: exit %d, %+v\n%s", code, got, stderr)
+	}
+	// The TURNSTILE_ variable is above it.
+	r, stderr, code = cfCheck(t, cfEnv("FORWARDED_ALLOW_IPS=nope", "TURNSTILE_FORWARDED_ALLOW_IPS=10.2.0.0/16"), "conf_app:app")
+	if got := r.get(t, "forwarded-allow-ips"); code != 0 || got.Value != "10.2.0.0/16" || got.Origin != "TURNSTILE_FORWARDED_ALLOW_IPS" {
+		t.Errorf("TURNSTILE_FORWARDED_ALLOW_IPS over FORWARDED_ALLOW_IPS: exit %d, %+v\n%s", code, got, stderr)
+	}
+	_, stderr, code = cfRun(t, cfEnv(), "check", "--forwarded-allow-ips", "10.0.0.0/8,garbage,1.2.3.999", "conf_app:app")
+	if code != 2 || !strings.Contains(stderr, "--forwarded-allow-ips") || !strings.Contains(stderr, `"garbage"`) || !strings.Contains(stderr, `"1.2.3.999"`) {
+		t.Errorf("two bad entries: exit %d:\n%s", code, stderr)
+	}
+}

@@ -34,6 +34,7 @@ func loadConfig(cmd *cobra.Command, cfg *config.Config, maxRSSMiB *int64, app st
 		Reserved:   reservedEnv,
 		Worker:     server.IsWorker(),
 		Octal:      []string{"umask"},
+		DefaultEnv: map[string]string{"forwarded-allow-ips": config.EnvForwardedAllowIPs},
 	})
 	if err != nil {
 		return nil, err

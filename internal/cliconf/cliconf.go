@@ -82,6 +82,11 @@ type Options struct {
 	// string ("027", "0o22"): a TOML integer for one (umask = 0o27) is
 	// that integer, given to the flag as "0o27", not its decimal digits.
 	Octal []string
+	// DefaultEnv maps a flag to a variable outside TURNSTILE_* that sets
+	// it below the flag, its TURNSTILE_ variable and the file
+	// (forwarded-allow-ips: FORWARDED_ALLOW_IPS, as uvicorn reads it):
+	// its value is then from Env, labelled with that variable.
+	DefaultEnv map[string]string
 }
 
 // Setting is one flag's effective value and where it came from.
@@ -215,6 +220,7 @@ func Load(fs *pflag.FlagSet, opts Options) (*Result, error) {
 			errs = append(errs, r.applyFile(fs, path)...)
 		}
 		errs = append(errs, r.applyEnv(fs, vars, opts.Reserved)...)
+		errs = append(errs, r.applyDefaultEnv(fs, env, opts.DefaultEnv)...)
 	}
 	r.fill(fs)
 	return r, errors.Join(errs...)
@@ -391,6 +397,41 @@ func (r *Result) applyEnv(fs *pflag.FlagSet, vars map[string]string, reserved []
 			err = apply(fs, name, vals, s.list)
 		}
 		if err != nil {
+			errs = append(errs, fmt.Errorf("%s=%q: %w", k, v, err))
+			continue
+		}
+		s.Source, s.Origin, s.raw = Env, k, vals
+	}
+	return errs
+}
+
+// applyDefaultEnv applies Options.DefaultEnv to settings still at their
+// default.
+func (r *Result) applyDefaultEnv(fs *pflag.FlagSet, env []string, m map[string]string) []error {
+	var errs []error
+	for name, k := range m {
+		s := r.settings[name]
+		if s == nil || s.Source != Default {
+			continue
+		}
+		v := ""
+		for _, kv := range env {
+			if rest, ok := strings.CutPrefix(kv, k+"="); ok {
+				v = rest
+			}
+		}
+		if v == "" {
+			continue
+		}
+		vals := []string{v}
+		if s.list {
+			var err error
+			if vals, err = splitList(v); err != nil {
+				errs = append(errs, fmt.Errorf("%s=%q: want a comma-separated list (CSV quoting): %v", k, v, err))
+				continue
+			}
+		}
+		if err := apply(fs, name, vals, s.list); err != nil {
 			errs = append(errs, fmt.Errorf("%s=%q: %w", k, v, err))
 			continue
 		}

@@ -158,3 +158,25 @@ func TestOctalInteger(t *testing.T) {
 		}
 	}
 }
+
+// A DefaultEnv variable sets its flag below the TURNSTILE_ variable, and
+// is the value's label.
+func TestDefaultEnv(t *testing.T) {
+	opts := func(env ...string) Options {
+		return Options{Environ: env, DefaultEnv: map[string]string{"umask": "UMASK_FROM"}}
+	}
+	fs, v := pairFlags(t)
+	r, err := Load(fs, opts("UMASK_FROM=077"))
+	if s, _ := setting(r, "umask"); err != nil || v.umask != "077" || s.Source != Env || r.Label("umask") != "UMASK_FROM" {
+		t.Fatalf("UMASK_FROM=077: %v, umask %q, %+v", err, v.umask, s)
+	}
+	fs, v = pairFlags(t)
+	r, err = Load(fs, opts("UMASK_FROM=077", "TURNSTILE_UMASK=027"))
+	if err != nil || v.umask != "027" || r.Label("umask") != "TURNSTILE_UMASK" {
+		t.Fatalf("TURNSTILE_UMASK over UMASK_FROM: %v, umask %q", err, v.umask)
+	}
+	fs, v = pairFlags(t, "--umask", "022")
+	if _, err = Load(fs, opts("UMASK_FROM=077")); err != nil || v.umask != "022" {
+		t.Fatalf("--umask over UMASK_FROM: %v, umask %q", err, v.umask)
+	}
+}

@@ -16,6 +16,7 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"strconv"
 	"strings"
 )
 
@@ -33,10 +34,11 @@ type AllowList struct {
 
 // ParseAllowList parses a comma-separated list of IP addresses and CIDR
 // prefixes ("10.0.0.0/8, 192.168.1.7, ::1, fd00::/8"), or "*" for all.
-// Empty items are ignored. An item that is neither an address nor a prefix
-// is an error naming it. An IPv4-mapped IPv6 address means its IPv4 one.
+// Empty items are ignored. Items that are neither an address nor a prefix
+// are an error naming every one of them. An IPv4-mapped IPv6 address means its IPv4 one.
 func ParseAllowList(s string) (*AllowList, error) {
 	a := &AllowList{}
+	var bad []string
 	for _, item := range strings.Split(s, ",") {
 		item = strings.TrimSpace(item)
 		switch {
@@ -48,7 +50,8 @@ func ParseAllowList(s string) (*AllowList, error) {
 		case strings.Contains(item, "/"):
 			p, err := netip.ParsePrefix(item)
 			if err != nil {
-				return nil, fmt.Errorf("%q is not an IP address or CIDR prefix", item)
+				bad = append(bad, strconv.Quote(item))
+				continue
 			}
 			if p.Addr().Is4In6() && p.Bits() >= 96 {
 				p = netip.PrefixFrom(p.Addr().Unmap(), p.Bits()-96)
@@ -57,13 +60,20 @@ func ParseAllowList(s string) (*AllowList, error) {
 		default:
 			ip, err := netip.ParseAddr(item)
 			if err != nil || ip.Zone() != "" {
-				return nil, fmt.Errorf("%q is not an IP address or CIDR prefix", item)
+				bad = append(bad, strconv.Quote(item))
+				continue
 			}
 			ip = ip.Unmap()
 			a.prefixes = append(a.prefixes, netip.PrefixFrom(ip, ip.BitLen()))
 		}
 	}
-	return a, nil
+	switch len(bad) {
+	case 0:
+		return a, nil
+	case 1:
+		return nil, fmt.Errorf("%s is not an IP address or CIDR prefix", bad[0])
+	}
+	return nil, fmt.Errorf("%s are not IP addresses or CIDR prefixes", strings.Join(bad, ", "))
 }
 
 // All reports whether every address is trusted ("*").
