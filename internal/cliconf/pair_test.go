@@ -91,7 +91,7 @@ func TestNegatedPairPrecedence(t *testing.T) {
 	// The file's no-X = true, and a worker gets the same.
 	p = file(t, "no-proxy-headers = true\n")
 	fs, v = pairFlags(t, "--config", p)
-	r, err = Load(fs, Options{ConfigFlag: "config"})
+	r, err = Load(fs, Options{Environ: []string{}, ConfigFlag: "config"})
 	s, _ = setting(r, "proxy-headers")
 	if err != nil || v.proxy || s.Source != File || s.Origin != p+": no-proxy-headers" {
 		t.Fatalf("file no-proxy-headers = true: %v, proxy %v, %+v", err, v.proxy, s)
@@ -126,7 +126,7 @@ func TestBothNamesOneSource(t *testing.T) {
 			args = []string{"--config", file(t, c.toml)}
 		}
 		fs, _ := pairFlags(t, args...)
-		_, err := Load(fs, Options{ConfigFlag: "config", Environ: c.env})
+		_, err := Load(fs, Options{ConfigFlag: "config", Environ: append([]string{}, c.env...)})
 		if err == nil {
 			t.Errorf("%v %v %q: no error", c.args, c.env, c.toml)
 			continue
@@ -140,7 +140,7 @@ func TestBothNamesOneSource(t *testing.T) {
 	// One name alone is fine, and check's label names it.
 	for _, name := range []string{"--threads", "--blocking-threads"} {
 		fs, v := pairFlags(t, name, "4")
-		r, err := Load(fs, Options{})
+		r, err := Load(fs, Options{Environ: []string{}})
 		s, _ := setting(r, "blocking-threads")
 		if err != nil || v.threads != 4 || s.Origin != name {
 			t.Errorf("%s 4: %v, threads %d, %+v", name, err, v.threads, s)
@@ -153,7 +153,7 @@ func TestBothNamesOneSource(t *testing.T) {
 func TestOctalInteger(t *testing.T) {
 	for toml, want := range map[string]string{"umask = 0o27\n": "0o27", "umask = 0o22\n": "0o22", "umask = 0\n": "0o0", "umask = \"027\"\n": "027"} {
 		fs, v := pairFlags(t, "--config", file(t, toml))
-		if _, err := Load(fs, Options{ConfigFlag: "config", Octal: []string{"umask"}}); err != nil || v.umask != want {
+		if _, err := Load(fs, Options{ConfigFlag: "config", Octal: []string{"umask"}, Environ: []string{}}); err != nil || v.umask != want {
 			t.Errorf("%q: %v, umask %q, want %q", toml, err, v.umask, want)
 		}
 	}
