@@ -104,15 +104,25 @@ ts_gilwait_init(void)
 
 /* ts_gil_holder returns the thread state holding the GIL, or NULL when it
  * is free. Read racily without the GIL (the watchdog's sampler, like
- * faulthandler's): locked and last_holder are one int and one pointer
- * (atomic wrappers of one member before 3.13). Any thread. */
+ * faulthandler's): locked and last_holder are an int and a pointer in
+ * 3.13, one-member atomic wrappers (_value) before. Any thread. */
 PyThreadState *
 ts_gil_holder(void)
 {
-    if (gil_state == NULL || !*(volatile int *)&gil_state->locked) {
+    if (gil_state == NULL) {
         return NULL;
     }
-    return (PyThreadState *)*(volatile uintptr_t *)&gil_state->last_holder;
+#if PY_VERSION_HEX >= 0x030D0000
+    if (!__atomic_load_n(&gil_state->locked, __ATOMIC_RELAXED)) {
+        return NULL;
+    }
+    return __atomic_load_n(&gil_state->last_holder, __ATOMIC_RELAXED);
+#else
+    if (!__atomic_load_n(&gil_state->locked._value, __ATOMIC_RELAXED)) {
+        return NULL;
+    }
+    return (PyThreadState *)__atomic_load_n(&gil_state->last_holder._value, __ATOMIC_RELAXED);
+#endif
 }
 
 /* ts_tstate_native_id returns the OS thread id of tstate (gettid). */
