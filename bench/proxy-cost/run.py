@@ -13,30 +13,19 @@ server's process tree (master + worker), wrk at saturation.
 
     python3 bench/proxy-cost/run.py --rounds 5 --duration 5 --bin bin/turnstile
 """
-import argparse, datetime, os, re, socket, statistics, subprocess, time
+import argparse, sys, datetime, os, re, socket, statistics, subprocess, time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-TICK = os.sysconf("SC_CLK_TCK")
 XFF = ["-H", "X-Forwarded-For: 203.0.113.7, 127.0.0.1", "-H", "X-Forwarded-Proto: https",
        "-H", "X-Forwarded-Host: example.com"]
 
 
-def tree_cpu(pid):
-    pids, total = [pid], 0
-    while pids:
-        p = pids.pop()
-        try:
-            f = open(f"/proc/{p}/stat").read().rsplit(")", 1)[1].split()
-            total += int(f[11]) + int(f[12])
-            for t in os.listdir(f"/proc/{p}/task"):
-                pids += [int(c) for c in open(f"/proc/{p}/task/{t}/children").read().split()]
-        except OSError:
-            pass
-    return total / TICK
+# The server tree's CPU and a free port come from bench/run.py.
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+import run as R  # noqa: E402
 
-
-def free_port():
-    s = socket.socket(); s.bind(("127.0.0.1", 0)); p = s.getsockname()[1]; s.close(); return p
+tree_cpu = R.tree_cpu_seconds
+free_port = R.free_port
 
 
 def run(arm, args):
