@@ -6,8 +6,10 @@
 //  1. The loop writes a heartbeat (monotonic ns, C memory) from its drain
 //     callback; this goroutine pushes a probe event every 50 ms so an idle
 //     loop turns too, and the time a probe waited is the loop lag.
-//  2. A goroutine reads the heartbeat every Tick. Past StallThreshold with
-//     no new beat, a stall has begun: the goroutine samples the loop
+//  2. A goroutine reads the heartbeat when it pushes a probe and when the
+//     oldest probe still queued reaches StallThreshold (it sleeps between,
+//     so a healthy loop costs one wake-up per probe). Past StallThreshold
+//     with no new beat, a stall has begun: the goroutine samples the loop
 //     thread's Python stack every SampleEvery, without the GIL and without
 //     waiting for the loop (python.SampleStack).
 //  3. At 500 ms and at each doubling it logs the stall in progress: its age,
@@ -39,14 +41,19 @@ import (
 const (
 	DefaultStallThreshold = 100 * time.Millisecond
 	DefaultSlowRequest    = 10 * time.Second
-	Tick                  = 10 * time.Millisecond
-	SampleEvery           = 20 * time.Millisecond
+	// Tick is how often the watchdog looks during a stall, or while a
+	// probe past the threshold has not yet been matched by a quiet beat.
+	Tick        = 10 * time.Millisecond
+	SampleEvery = 20 * time.Millisecond
+	// SlowEvery is how often in-flight WSGI requests are checked against
+	// SlowRequest.
+	SlowEvery = 100 * time.Millisecond
 	// ProbeEvery is how often a probe event is pushed to the loop (half
 	// the stall threshold when that is shorter, so an idle loop turns
 	// well within it).
 	ProbeEvery = 50 * time.Millisecond
-	// MinStallThreshold is the shortest stall threshold: the watchdog
-	// looks every Tick, and an idle loop turns only for a probe.
+	// MinStallThreshold is the shortest stall threshold: an idle loop
+	// turns only for a probe, pushed every ProbeEvery.
 	MinStallThreshold = 50 * time.Millisecond
 	// ProgressAfter is when a stall still going is first logged.
 	ProgressAfter = 500 * time.Millisecond
@@ -191,11 +198,14 @@ func (w *Watchdog) Stalled() time.Duration {
 
 func (w *Watchdog) run() {
 	defer close(w.done)
-	t := time.NewTicker(Tick)
-	defer t.Stop()
+	// The goroutine sleeps until the next thing it has to do (push a
+	// probe, see whether the oldest probe reached the threshold, sample a
+	// stall, look at slow WSGI requests), not on a fixed tick: a healthy
+	// loop costs one wake-up per probe.
+	timer := time.NewTimer(0)
+	defer timer.Stop()
 	var lastProbes uint64
-	lastSlow := time.Now()
-	lastProbe := time.Time{}
+	var lastSlow, lastProbe time.Time
 	// Probes pushed, and when (python.Now), by push number: the loop
 	// drains them in order, so h.Probes is the number of the oldest one
 	// still queued.
@@ -205,17 +215,20 @@ func (w *Watchdog) run() {
 		select {
 		case <-w.stop:
 			return
-		case <-t.C:
+		case <-timer.C:
 		}
+		now := time.Now()
+		wait := time.Hour
 		if w.Loop {
-			if time.Since(lastProbe) >= w.probeEvery {
-				lastProbe = time.Now()
+			if now.Sub(lastProbe) >= w.probeEvery {
+				lastProbe = now
 				at := python.Now()
 				if asgi.PushProbe() {
 					pushedAt[pushed%uint64(len(pushedAt))] = at
 					pushed++
 				}
 			}
+			wait = min(wait, w.probeEvery-now.Sub(lastProbe))
 			h := asgi.ReadHeartbeat()
 			if h.Probes != lastProbes || h.Lag > 0 {
 				// One observation per read: the longest lag of the
@@ -234,12 +247,23 @@ func (w *Watchdog) run() {
 					pending = time.Duration(python.Now() - pushedAt[oldest%uint64(len(pushedAt))])
 				}
 				w.checkLoop(h, pending)
+				switch {
+				case w.Stalled() > 0:
+					wait = min(wait, Tick) // sample and report the stall
+				case pushed > h.Probes:
+					// Look again when the oldest probe reaches the threshold.
+					wait = min(wait, max(w.StallThreshold-pending, Tick))
+				}
 			}
 		}
-		if w.SlowRequest > 0 && time.Since(lastSlow) >= 100*time.Millisecond {
-			lastSlow = time.Now()
-			w.checkSlow()
+		if w.SlowRequest > 0 {
+			if now.Sub(lastSlow) >= SlowEvery {
+				lastSlow = now
+				w.checkSlow()
+			}
+			wait = min(wait, SlowEvery-now.Sub(lastSlow))
 		}
+		timer.Reset(max(wait, time.Millisecond))
 	}
 }
 
