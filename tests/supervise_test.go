@@ -911,3 +911,374 @@ func supWaitListening(t *testing.T, s *Server, listening <-chan struct{}, limit 
 		t.Fatalf("server did not listen within %v:\n%s", limit, s.Logs())
 	}
 }
+
+// supRecordTime is the time of a JSON log record.
+func supRecordTime(t *testing.T, rec map[string]any) time.Time {
+	t.Helper()
+	s, _ := rec["time"].(string)
+	at, err := time.Parse(time.RFC3339Nano, s)
+	if err != nil {
+		t.Fatalf("record without a time: %v", rec)
+	}
+	return at
+}
+
+// supWaitReady waits up to d for a worker of slot id other than old to be
+// serving, and returns its pid.
+func supWaitReady(t *testing.T, s *Server, d time.Duration, id, old int) int {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for {
+		if p := supServing(s)[id]; p != 0 && p != old {
+			return p
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no new worker %d (old pid %d) ready within %v; serving %v", id, old, d, supServing(s))
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// supMtime gives each file supWriteFile writes a later whole second than
+// the last: CPython's bytecode cache compares the source's mtime in whole
+// seconds (and its size), so two versions of an app written within one
+// second could otherwise load the old code from __pycache__.
+var supMtime = struct {
+	sync.Mutex
+	last time.Time
+}{}
+
+// supWriteFile replaces path with src atomically (write, then rename, as
+// editors do), with an mtime later than any file it wrote before.
+func supWriteFile(t *testing.T, path, src string) {
+	t.Helper()
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, []byte(src), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	supMtime.Lock()
+	at := time.Now().Truncate(time.Second)
+	if !at.After(supMtime.last) {
+		at = supMtime.last.Add(time.Second)
+	}
+	supMtime.last = at
+	supMtime.Unlock()
+	if err := os.Chtimes(tmp, at, at); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A worker that segfaults in C (ctypes.string_at(0) in a view, after it
+// printed a line to stderr): the master logs one "worker exited" record
+// with its pid, the signal and the tail of its output, which holds that
+// last line (a segfault leaves no Python stack); a replacement serves, and
+// the other worker serves throughout.
+func TestSupervise_SegfaultInC(t *testing.T) {
+	s := Start(t, "--workers", "2", "sup_crash:app")
+	before := supServing(s)
+	resp, err := (&http.Client{Timeout: 20 * time.Second}).Get(s.URL + "/segv")
+	if err == nil {
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		t.Fatalf("GET /segv = %d %q; want the connection to die with its worker", resp.StatusCode, b)
+	}
+	// The app printed its pid before the crash.
+	var victim int
+	deadline := time.Now().Add(10 * time.Second)
+	for victim == 0 {
+		for _, rec := range supRecords(s.Logs()) {
+			if msg, _ := rec["msg"].(string); strings.HasPrefix(msg, "sup_crash: about to read address 0 in pid ") {
+				victim, _ = strconv.Atoi(strings.TrimPrefix(msg, "sup_crash: about to read address 0 in pid "))
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the app's line before the crash is not in the log")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	supWaitLog(t, s, 10*time.Second, 1, "worker exited", "pid", strconv.Itoa(victim))
+	var rec map[string]any
+	for _, r := range supRecords(s.Logs()) {
+		if r["msg"] == "worker exited" && fmt.Sprint(r["pid"]) == strconv.Itoa(victim) {
+			rec = r
+		}
+	}
+	t.Logf("record: %v", rec)
+	if rec["signal"] != "SIGSEGV" || !strings.Contains(fmt.Sprint(rec["cause"]), "SIGSEGV") || rec["possible_oom"] != false {
+		t.Errorf("worker exited: signal %v, cause %v, possible_oom %v; want SIGSEGV, a cause naming it, not an OOM kill", rec["signal"], rec["cause"], rec["possible_oom"])
+	}
+	if tail, _ := rec["stderr_tail"].(string); !strings.Contains(tail, "sup_crash: about to read address 0 in pid "+strconv.Itoa(victim)) {
+		t.Errorf("stderr_tail = %q; want the worker's last line before the crash", tail)
+	}
+	if n := strings.Count(s.Logs(), `"msg":"worker exited"`); n != 1 {
+		t.Errorf("\"worker exited\" records = %d; want 1", n)
+	}
+	id := 0
+	for i, pid := range before {
+		if pid == victim {
+			id = i
+		}
+	}
+	if id == 0 {
+		t.Fatalf("pid %d that crashed is not one of the serving workers %v", victim, before)
+	}
+	replacement := supWaitReady(t, s, 10*time.Second, id, victim)
+	if st := procState(victim); st != "" {
+		t.Errorf("crashed worker %d is still in /proc (state %s); want it reaped", victim, st)
+	}
+	// New connections reach both the replacement and the other worker.
+	seen := map[string]bool{}
+	newConn := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
+	for i := 0; i < 200 && len(seen) < 2; i++ {
+		resp, err := newConn.Get(s.URL + "/")
+		if err != nil {
+			t.Fatalf("GET / after the crash: %v", err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 200 {
+			t.Fatalf("GET / after the crash = %d %q", resp.StatusCode, b)
+		}
+		seen[strings.TrimPrefix(string(b), "ok ")] = true
+	}
+	if !seen[strconv.Itoa(replacement)] {
+		t.Errorf("200 requests after the crash answered by %v; want the replacement %d among them", seen, replacement)
+	}
+}
+
+// Respawn back-off: a worker that keeps dying after it became ready (here
+// killed as soon as it is, four times) is replaced at once the first time,
+// then after growing delays (0.5 s, 1 s, 2 s: internal/supervise/master.go
+// backoffBase doubling to backoffMax), while the other worker serves.
+func TestSupervise_RespawnBackoff(t *testing.T) {
+	s := Start(t, "--workers", "2", "sup_app:app")
+	other := supServing(s)[2]
+	pid := supServing(s)[1]
+	const deaths = 4
+	for i := 0; i < deaths; i++ {
+		if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+			t.Fatal(err)
+		}
+		supWaitLog(t, s, 10*time.Second, 1, "worker exited", "pid", strconv.Itoa(pid))
+		if i == deaths-1 {
+			// During the longest back-off the other worker answers.
+			for j := 0; j < 5; j++ {
+				if code, body := s.Get(t, "/"); code != 200 || body != "ok "+strconv.Itoa(other) {
+					t.Errorf("GET / during the back-off = %d %q; want 200 from the other worker %d", code, body, other)
+				}
+			}
+		}
+		pid = supWaitReady(t, s, 40*time.Second, 1, pid)
+	}
+	// The delays: from each death's record to the next start of slot 1.
+	var exits []time.Time
+	var delays []time.Duration
+	var gaps []time.Duration
+	for _, rec := range supRecords(s.Logs()) {
+		if fmt.Sprint(rec["worker"]) != "1" {
+			continue
+		}
+		switch rec["msg"] {
+		case "worker exited":
+			exits = append(exits, supRecordTime(t, rec))
+		case "respawning worker after back-off":
+			d, err := time.ParseDuration(fmt.Sprint(rec["delay"]))
+			if err != nil {
+				t.Fatalf("back-off record with delay %v: %v", rec["delay"], err)
+			}
+			delays = append(delays, d)
+		case "worker started":
+			if rec["cause"] == "respawn" && len(exits) > len(gaps) {
+				gaps = append(gaps, supRecordTime(t, rec).Sub(exits[len(gaps)]))
+			}
+		}
+	}
+	t.Logf("back-off delays %v; death to respawn %v", delays, gaps)
+	if len(exits) != deaths || len(gaps) != deaths {
+		t.Fatalf("%d deaths and %d respawns of worker 1 logged; want %d each", len(exits), len(gaps), deaths)
+	}
+	if len(delays) != deaths-1 {
+		t.Fatalf("back-off records = %v; want %d (none for the first death)", delays, deaths-1)
+	}
+	if delays[0] != 500*time.Millisecond {
+		t.Errorf("first back-off = %v; want 500ms", delays[0])
+	}
+	for i := 1; i < len(delays); i++ {
+		if delays[i] <= delays[i-1] {
+			t.Errorf("back-off %d = %v after %v; want it to grow", i, delays[i], delays[i-1])
+		}
+	}
+	for i, d := range delays {
+		if gaps[i+1] < d {
+			t.Errorf("death %d respawned after %v; want at least its back-off %v", i+2, gaps[i+1], d)
+		}
+	}
+	if code, body := s.Get(t, "/"); code != 200 || !strings.HasPrefix(body, "ok ") {
+		t.Errorf("GET / after the deaths = %d %q", code, body)
+	}
+}
+
+// --startup-timeout passing at first start (an import that hangs), with
+// --workers 2: the master stops with exit status 1 and one record naming
+// the worker and the timeout; no worker is started again.
+func TestSupervise_StartupTimeoutAtFirstStart(t *testing.T) {
+	cmd := Command(t, "--workers", "2", "--startup-timeout", "2", "sup_hangimport:app")
+	out, code, d := runToExit(t, cmd, 30*time.Second)
+	if code != 1 {
+		t.Errorf("exit status = %d; want 1", code)
+	}
+	if d < 2*time.Second {
+		t.Errorf("exited after %v; want after the 2 s start-up timeout", d)
+	}
+	if n := supCount(out, "worker started"); n != 2 {
+		t.Errorf("\"worker started\" records = %d; want 2 (no respawn)", n)
+	}
+	if n := supCount(out, "worker started", "cause", "respawn"); n != 0 {
+		t.Errorf("respawns = %d; want none", n)
+	}
+	found := 0
+	for _, rec := range supRecords(out) {
+		if rec["msg"] == "worker failed to start; stopping" {
+			found++
+			if err, _ := rec["err"].(string); !strings.Contains(err, "--startup-timeout 2s") {
+				t.Errorf("failure record err = %q; want it to name --startup-timeout 2s", err)
+			}
+			if tail, _ := rec["stderr_tail"].(string); !strings.Contains(tail, "sup_hangimport: waiting at import") {
+				t.Errorf("failure record stderr_tail = %q; want the worker's output", tail)
+			}
+		}
+	}
+	if found != 1 {
+		t.Errorf("\"worker failed to start; stopping\" records = %d; want 1", found)
+	}
+	if strings.Contains(out, `"msg":"listening"`) {
+		t.Errorf("log has a listening record")
+	}
+}
+
+// SIGHUP when the new code cannot start (the app file edited to raise at
+// import after the start): the replacement fails, the error is logged, the
+// rest of the rolling restart is called off and the old workers keep
+// serving the old code, with no failed request; after the file is fixed,
+// the next SIGHUP replaces both.
+func TestSupervise_SIGHUPBrokenApp(t *testing.T) {
+	dir := t.TempDir()
+	appFile := filepath.Join(dir, "hup_app.py")
+	app := func(version string) string {
+		return "import os\n\nBODY = b\"" + version + " \" + str(os.getpid()).encode()\n\n" +
+			"def app(environ, start_response):\n    start_response(\"200 OK\", [(\"Content-Type\", \"text/plain\")])\n    return [BODY]\n"
+	}
+	supWriteFile(t, appFile, app("v1"))
+	s := Start(t, "--workers", "2", "--app-dir", dir, "hup_app:app")
+	before := supServing(s)
+	load := supStartLoad(t, s, 4, "/")
+
+	supWriteFile(t, appFile, app("v2")+"\nraise RuntimeError(\"hup_app: broken at import\")\n")
+	s.Signal(syscall.SIGHUP)
+	supWaitLog(t, s, 20*time.Second, 1, "replacement worker failed to start; the running worker keeps serving", "cause", "hup")
+	if !strings.Contains(s.Logs(), "hup_app: broken at import") {
+		t.Errorf("log has no import error")
+	}
+	time.Sleep(500 * time.Millisecond)
+	if n := supCount(s.Logs(), "worker started", "cause", "hup"); n != 1 {
+		t.Errorf("replacements started after the first SIGHUP = %d; want 1 (the rest called off)", n)
+	}
+	for _, msg := range []string{"worker exited", "respawning worker after back-off", "worker replaced"} {
+		if n := supCount(s.Logs(), msg); n != 0 {
+			t.Errorf("%q records after the failed SIGHUP = %d; want 0", msg, n)
+		}
+	}
+	if now := supServing(s); fmt.Sprint(now) != fmt.Sprint(before) {
+		t.Errorf("serving after the failed SIGHUP %v; want the old workers %v", now, before)
+	}
+	newConn := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
+	get := func() string {
+		resp, err := newConn.Get(s.URL + "/")
+		if err != nil {
+			t.Fatalf("GET /: %v", err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		return string(b)
+	}
+	for i := 0; i < 10; i++ {
+		if b := get(); !strings.HasPrefix(b, "v1 ") {
+			t.Fatalf("GET / after the failed SIGHUP = %q; want the old code (v1)", b)
+		}
+	}
+
+	supWriteFile(t, appFile, app("v3"))
+	s.Signal(syscall.SIGHUP)
+	supWaitLog(t, s, 20*time.Second, 2, "worker replaced", "cause", "hup")
+	time.Sleep(300 * time.Millisecond)
+	load.Stop()
+	after := supServing(s)
+	for id, pid := range before {
+		if after[id] == 0 || after[id] == pid {
+			t.Errorf("worker %d: pid %d before, %d after the second SIGHUP; want a new pid", id, pid, after[id])
+		}
+	}
+	for i := 0; i < 10; i++ {
+		if b := get(); !strings.HasPrefix(b, "v3 ") {
+			t.Fatalf("GET / after the fixed SIGHUP = %q; want the new code (v3)", b)
+		}
+	}
+	ok, errs, bad := load.snapshot()
+	t.Logf("load: %d ok, answered by pids %v", ok, load.pids)
+	if len(errs) > 0 || len(bad) > 0 || ok == 0 {
+		t.Errorf("%d ok, %d failed, %d non-200 across both SIGHUPs; want no failure: %v %q", ok, len(errs), len(bad), errs[:min(len(errs), 5)], bad[:min(len(bad), 5)])
+	}
+}
+
+// --reload-include: a change to a non-.py file matching a pattern (by its
+// name, '*.txt', or by its path under --app-dir, 'templates/*.html')
+// restarts the workers; a change to a file matching none does not.
+func TestSupervise_ReloadInclude(t *testing.T) {
+	dir := t.TempDir()
+	supWriteFile(t, filepath.Join(dir, "settings.txt"), "s1")
+	supWriteFile(t, filepath.Join(dir, "templates", "page.html"), "p1")
+	supWriteFile(t, filepath.Join(dir, "notes.md"), "n1")
+	supWriteFile(t, filepath.Join(dir, "inc_app.py"), "import os\n\nHERE = os.path.dirname(os.path.abspath(__file__))\n"+
+		"BODY = (open(os.path.join(HERE, \"settings.txt\")).read() + \"|\" + open(os.path.join(HERE, \"templates\", \"page.html\")).read()).encode()\n\n"+
+		"def app(environ, start_response):\n    start_response(\"200 OK\", [(\"Content-Type\", \"text/plain\")])\n    return [BODY]\n")
+	s := Start(t, "--workers", "2", "--app-dir", dir, "--reload", "--reload-include", "*.txt", "--reload-include", "templates/*.html", "inc_app:app")
+	supWaitLog(t, s, 10*time.Second, 1, "--reload: watching for changes")
+	if code, body := s.Get(t, "/"); code != 200 || body != "s1|p1" {
+		t.Fatalf("GET / = %d %q; want 200 s1|p1", code, body)
+	}
+	filesChanged := func() []string {
+		var files []string
+		for _, rec := range supRecords(s.Logs()) {
+			if rec["msg"] == "files changed: restarting the workers one by one" {
+				files = append(files, fmt.Sprint(rec["files"]))
+			}
+		}
+		return files
+	}
+	// notes.md first: when settings.txt has triggered a reload, the
+	// watcher has seen (and, rightly, dropped) the earlier change.
+	supWriteFile(t, filepath.Join(dir, "notes.md"), "n2")
+	supWriteFile(t, filepath.Join(dir, "settings.txt"), "s2")
+	supWaitLog(t, s, 20*time.Second, 2, "worker replaced", "cause", "reload")
+	if code, body := s.Get(t, "/"); code != 200 || body != "s2|p1" {
+		t.Errorf("GET / after settings.txt changed = %d %q; want 200 s2|p1", code, body)
+	}
+	if f := filesChanged(); len(f) != 1 || f[0] != "settings.txt" {
+		t.Errorf("reloads for files %q; want one, for settings.txt", f)
+	}
+
+	supWriteFile(t, filepath.Join(dir, "templates", "page.html"), "p2")
+	supWaitLog(t, s, 20*time.Second, 4, "worker replaced", "cause", "reload")
+	if code, body := s.Get(t, "/"); code != 200 || body != "s2|p2" {
+		t.Errorf("GET / after templates/page.html changed = %d %q; want 200 s2|p2", code, body)
+	}
+	if f := filesChanged(); len(f) != 2 || f[1] != filepath.Join("templates", "page.html") {
+		t.Errorf("reloads for files %q; want a second one, for templates/page.html", f)
+	}
+}
