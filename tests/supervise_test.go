@@ -1282,3 +1282,66 @@ func TestSupervise_ReloadInclude(t *testing.T) {
 		t.Errorf("reloads for files %q; want a second one, for templates/page.html", f)
 	}
 }
+
+// SIGTERM while a WSGI request runs past --graceful-timeout: the worker
+// stops accepting, closes the stuck request's connection at the timeout
+// (no response: a Python thread cannot be stopped), waits 1 s more for the
+// thread (server.StopGrace), logs the request it cuts off and exits; the
+// master's SIGKILL, 3 s after the timeout, is only a backstop for a worker
+// that cannot exit. The master exits 0: the stop was asked for and ended
+// within its bound (a second SIGTERM is what exits 1).
+func TestSupervise_GracefulTimeoutCutsStuckRequest(t *testing.T) {
+	s := Start(t, "--workers", "1", "--graceful-timeout", "2s", "--slow-request-threshold", "200ms", "sup_app:app")
+	pid := supServing(s)[1]
+	type result struct {
+		resp string
+		err  error
+	}
+	stuck := make(chan result, 1)
+	c := dialSup(t, s.Addr)
+	io.WriteString(c, "GET /sleep?60 HTTP/1.1\r\nHost: a\r\n\r\n")
+	go func() {
+		defer c.Close()
+		c.SetReadDeadline(time.Now().Add(60 * time.Second))
+		b, err := io.ReadAll(c)
+		stuck <- result{string(b), err}
+	}()
+	// The watchdog reports the request once it runs in Python.
+	supWaitLog(t, s, 10*time.Second, 1, "slow request", "path", "/sleep")
+	signalled := time.Now()
+	s.Signal(syscall.SIGTERM)
+	code := s.Wait(30 * time.Second)
+	took := time.Since(signalled)
+	t.Logf("master exited %d, %v after SIGTERM", code, took)
+	if code != 0 {
+		t.Errorf("exit status = %d; want 0", code)
+	}
+	if took < 2*time.Second {
+		t.Errorf("exited %v after SIGTERM; want the stuck request given --graceful-timeout (2 s)", took)
+	}
+	r := <-stuck
+	if strings.Contains(r.resp, "HTTP/1.1 200") {
+		t.Errorf("the stuck request was answered %q; want its connection closed without a response", r.resp)
+	}
+	if st := procState(pid); st != "" {
+		t.Errorf("worker %d is still in /proc (state %s) after the master exited", pid, st)
+	}
+	if n := supCount(s.Logs(), "worker stopped", "pid", strconv.Itoa(pid)); n != 1 {
+		t.Errorf("\"worker stopped\" records for pid %d = %d; want 1", pid, n)
+	}
+	if n := supCount(s.Logs(), "graceful timeout passed: connections closed"); n != 1 {
+		t.Errorf("\"graceful timeout passed\" records = %d; want 1", n)
+	}
+	// The worker names what it cut off, unless the master's kill (3 s
+	// after the timeout, a backstop) came first on a starved machine.
+	named := false
+	for _, rec := range supRecords(s.Logs()) {
+		if rec["msg"] == "pool threads still running at exit: exiting without them" {
+			named = strings.Contains(fmt.Sprint(rec["requests"]), "GET /sleep running ")
+			t.Logf("the worker exited by itself; still running: %v", rec["requests"])
+		}
+	}
+	if !named && supCount(s.Logs(), "worker stopped", "pid", strconv.Itoa(pid), "cause", "killed by SIGKILL (signal 9); sent by the master") == 0 {
+		t.Errorf("no record names the request cut off (GET /sleep), and the master did not kill the worker")
+	}
+}

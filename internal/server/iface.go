@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sort"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -44,6 +46,18 @@ func startWatchdog(kind string, cfg *config.Config, log *slog.Logger, m *metrics
 	return wd
 }
 
+// StopGrace is how long past --graceful-timeout a stopping worker still
+// waits for what runs the app: the pool's Python threads (WSGI), or the
+// event loop cancelling the app's tasks and running lifespan shutdown
+// (ASGI, asgi.StopMargin). Then it runs atexit handlers and exits, or,
+// when a thread or the loop is still busy (a request that outlived the
+// graceful timeout: a Python thread cannot be stopped), exits without
+// them. The master kills a stopping worker only after StopGrace and a
+// margin for the exit (internal/supervise killGrace), so that its kill is
+// a backstop for a worker that cannot exit, never a race with one that
+// is exiting.
+const StopGrace = time.Second
+
 // errStartup marks an app start-up failure the master must not retry
 // (lifespan.startup.failed).
 var errStartup = errors.New("server: the app failed to start")
@@ -78,8 +92,8 @@ func startInterface(kind string, cfg *config.Config, log *slog.Logger, m *metric
 		wd := startWatchdog(kind, cfg, log, m)
 		stop := func(deadline time.Time) {
 			wd.Stop()
-			if !python.StopPool(time.Until(deadline) + time.Second) {
-				log.Warn("pool threads still running at exit")
+			if !python.StopPool(time.Until(deadline) + StopGrace) {
+				log.Warn("pool threads still running at exit: exiting without them", "requests", runningRequests())
 				return
 			}
 			python.Shutdown()
@@ -119,7 +133,7 @@ func startInterface(kind string, cfg *config.Config, log *slog.Logger, m *metric
 		wd := startWatchdog(kind, cfg, log, m)
 		stop := func(deadline time.Time) {
 			wd.Stop()
-			if !asgi.StopLoop(time.Until(deadline) + time.Second) {
+			if !asgi.StopLoop(time.Until(deadline) + StopGrace) {
 				log.Warn("event loop still running at exit")
 				return
 			}
@@ -128,4 +142,21 @@ func startInterface(kind string, cfg *config.Config, log *slog.Logger, m *metric
 		return h, stop, nil
 	}
 	return nil, nil, fmt.Errorf("server: unknown interface %q", kind)
+}
+
+// runningRequests describes the WSGI requests still in flight, oldest
+// first: "GET /sleep running 3.002s", comma-separated ("queued" for one
+// no pool thread took).
+func runningRequests() string {
+	reqs := wsgi.Requests()
+	sort.Slice(reqs, func(i, j int) bool { return reqs[i].Start.Before(reqs[j].Start) })
+	parts := make([]string, len(reqs))
+	for i, r := range reqs {
+		state := " running "
+		if r.Thread < 0 {
+			state = " queued "
+		}
+		parts[i] = r.Method + " " + r.Path + state + time.Since(r.Start).Round(time.Millisecond).String()
+	}
+	return strings.Join(parts, ", ")
 }

@@ -34,8 +34,10 @@
 //     of becoming ready.
 //  7. A graceful replacement starts the new worker first and, only once
 //     it is ready, sends the old one SIGTERM: it stops accepting, finishes
-//     its in-flight requests within --graceful-timeout, and is killed one
-//     second after that if still there. One replacement runs at a time.
+//     its in-flight requests within --graceful-timeout, and is killed
+//     three seconds after that if still there (killGrace: the worker's own
+//     server.StopGrace for its pool or event loop, then 2 s for atexit
+//     handlers and its exit). One replacement runs at a time.
 //     SIGHUP and --reload replace every worker, one by one; a worker asks
 //     for its own replacement ("recycle") past --max-requests or when a
 //     request runs past --timeout; the master checks --workers-lifetime
@@ -45,8 +47,14 @@
 //  8. SIGTERM or SIGINT: the master closes its listener and sends SIGTERM
 //     to every worker; each closes its copy (new connections are refused
 //     from then on) and drains. The master exits 0 when all are gone, or
-//     kills them --graceful-timeout + 1 s later. A second SIGTERM/SIGINT
-//     kills them at once (exit status 1).
+//     kills them --graceful-timeout + 3 s later. A request still running
+//     at --graceful-timeout is cut off: the worker closes its connection
+//     (no response), waits server.StopGrace (1 s) for the Python thread,
+//     logs the requests still running and exits without them (a Python
+//     thread cannot be stopped). The master exits 0 then too, as it does
+//     after killing a worker: the stop was asked for and ended within its
+//     bound. A second SIGTERM/SIGINT kills the workers at once (exit
+//     status 1).
 //
 // The admin listener (admin.go) answers /livez itself, and /readyz and
 // /metrics by asking each worker's own admin handler on a Unix socket in

@@ -43,9 +43,17 @@ const (
 	backoffBase = 500 * time.Millisecond
 	backoffMax  = 30 * time.Second
 	// killGrace is added to --graceful-timeout before a worker that was
-	// told to stop is killed: the worker bounds its own drain by the
-	// graceful timeout, then runs atexit handlers.
-	killGrace = time.Second
+	// told to stop is killed. The worker bounds its own drain by the
+	// graceful timeout, then waits up to server.StopGrace for its pool or
+	// event loop (lifespan shutdown), then runs atexit handlers and exits,
+	// or exits without them when a request outlived the graceful timeout.
+	// The kill is the backstop for a worker that cannot exit (an atexit
+	// handler that hangs): it must not fire while the worker is still
+	// within its own bound, so it waits StopGrace plus exitGrace.
+	killGrace = server.StopGrace + exitGrace
+	// exitGrace is the time a worker gets for atexit handlers,
+	// logging.shutdown() and its exit after server.StopGrace.
+	exitGrace = 2 * time.Second
 	// failedGrace bounds the exit of a worker that reported "failed".
 	failedGrace = 5 * time.Second
 	// checkEvery is the period of the lifetime and RSS checks.
@@ -531,7 +539,7 @@ func (m *Master) onReady(p *proc) {
 	}
 	p.state = stateReady
 	p.readyAt = time.Now()
-	m.log.Info("worker ready", "worker", p.id, "pid", p.pid, "startup_s", p.readyAt.Sub(p.started).Round(time.Millisecond).Seconds())
+	m.log.Info("worker ready", "worker", p.id, "pid", p.pid, "startup_s", seconds(p.readyAt.Sub(p.started)))
 	if m.phase == phaseStopping {
 		m.drain(p)
 		return
@@ -558,7 +566,7 @@ func (m *Master) onExit(p *proc, ps *os.ProcessState) {
 	delete(m.procs, p)
 	p.stopTimers()
 	cause, sig, oom := exitCause(ps, p.killed.Load())
-	uptime := time.Since(p.started).Round(time.Millisecond).Seconds()
+	uptime := seconds(time.Since(p.started))
 	if m.slots[p.id] == p {
 		delete(m.slots, p.id)
 	}
@@ -789,6 +797,13 @@ func (l *lockedWriter) Write(p []byte) (int, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.w.Write(p)
+}
+
+// seconds is d in seconds, to the millisecond, for log records: 1.997,
+// where Duration.Seconds of a rounded duration can give
+// 1.9969999999999999.
+func seconds(d time.Duration) float64 {
+	return float64(d.Milliseconds()) / 1000
 }
 
 func signalName(sig os.Signal) string {
