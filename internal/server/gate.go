@@ -21,12 +21,14 @@ import (
 // (per-worker SO_REUSEPORT sockets would instead keep feeding a stuck
 // worker its fixed share).
 //
-// When is a worker full? bench/workers.py measured it (bench/results/
-// workers-stuck-*.md): with one of two workers holding the GIL for 5 s
-// and a new connection per request at 500 req/s, gating only on a full
-// request queue let the stuck worker take about half the connections
-// (1027 requests over 1 s), as Granian does (945); gating as soon as no
-// pool thread is idle and a request waits left 5. So:
+// When is a worker full? bench/workers.py measured it: the recorded run
+// is bench/results/workers-stuck-20261129T203621Z.md (one of two workers
+// holding the GIL for 5 s, a new connection per request at 500 req/s;
+// compare the "fast requests > 1 s" column of its keep-alive false rows).
+// Gating only on a full request queue (turnstile-gate-queue) let the
+// stuck worker keep taking its share of the new connections, about as
+// many as Granian's stuck worker took; gating as soon as no pool thread
+// is idle and a request waits (turnstile) left a handful. So:
 //
 //	busy   no pool thread is idle and a request already waits (Busy ==
 //	       Threads and Queued > 0), or the ASGI event loop is stalled
