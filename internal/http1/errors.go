@@ -92,6 +92,7 @@ var (
 	errTransferEnc     = perr(400, "invalid Transfer-Encoding")
 	errTEUnsupported   = perr(501, "unsupported transfer coding")
 	errTEAndCL         = perr(400, "both Transfer-Encoding and Content-Length")
+	errFramingAlias    = perr(400, "header name spells Content-Length or Transfer-Encoding with '_'")
 	errTEHTTP10        = perr(400, "Transfer-Encoding in an HTTP/1.0 request")
 	errConnection      = perr(400, "invalid Connection header")
 	errLineTooLong     = perr(414, "request line too long")

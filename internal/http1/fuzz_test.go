@@ -31,8 +31,9 @@ func requestSummary(r *Request) string {
 }
 
 // FuzzParseRequestHead checks the head parser's invariants: no accepted
-// name or value holds CR, LF or NUL; TE and CL are never both accepted; an
-// accepted head re-serialises and re-parses identically.
+// name or value holds CR, LF or NUL; TE and CL are never both accepted,
+// nor either spelt with '_' for '-'; an accepted head re-serialises and
+// re-parses identically.
 func FuzzParseRequestHead(f *testing.F) {
 	for _, s := range []string{
 		"GET / HTTP/1.1\r\nHost: a\r\n\r\n",
@@ -58,6 +59,10 @@ func FuzzParseRequestHead(f *testing.F) {
 			}
 			cl = cl || equalFoldString(fl.Name, "content-length")
 			te = te || equalFoldString(fl.Name, "transfer-encoding")
+			if n := bytes.ReplaceAll(fl.Name, []byte("_"), []byte("-")); !bytes.Equal(n, fl.Name) &&
+				(equalFoldString(n, "content-length") || equalFoldString(n, "transfer-encoding")) {
+				t.Fatalf("accepted framing field spelt with '_': %q", fl.Name)
+			}
 		}
 		if cl && te {
 			t.Fatalf("accepted both Content-Length and Transfer-Encoding")

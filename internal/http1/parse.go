@@ -261,6 +261,8 @@ func parseHead(head []byte, r *Request) *protoError {
 					return errContentLength
 				}
 				clSeen, cl = true, n
+			} else if framingAlias(name, "content-length") {
+				return errFramingAlias
 			}
 		case 17:
 			if equalFoldString(name, "transfer-encoding") {
@@ -268,6 +270,8 @@ func parseHead(head []byte, r *Request) *protoError {
 				if perr := parseTransferEncoding(value, &chunked, &unknown); perr != nil {
 					return perr
 				}
+			} else if framingAlias(name, "transfer-encoding") {
+				return errFramingAlias
 			}
 		}
 	}
@@ -328,6 +332,28 @@ func parseHead(head []byte, r *Request) *protoError {
 		r.Close = true
 	}
 	return nil
+}
+
+// framingAlias reports whether name is the framing field s (lower case)
+// spelt with '_' for one or more of its '-': Content_Length,
+// TRANSFER_ENCODING. Such a name is a valid token and no field of ours,
+// but a front end that maps '_' and '-' alike (CGI-style HTTP_* keys,
+// some proxies and WAFs) frames the message by it while we would not: a
+// desync (PortSwigger http-request-smuggler's "underjoin1", smuggler's
+// exhaustive.py). Framing in doubt: the request is refused.
+func framingAlias(name []byte, s string) bool {
+	if len(name) != len(s) {
+		return false
+	}
+	for i, c := range name {
+		if c == '_' && s[i] == '-' {
+			continue
+		}
+		if lower(c) != s[i] {
+			return false
+		}
+	}
+	return true
 }
 
 // parseRequestLine parses

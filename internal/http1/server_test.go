@@ -193,6 +193,13 @@ func TestB16_CLTE(t *testing.T) {
 		{"te-obs-fold", post("Transfer-Encoding:\r\n chunked\r\n", "0\r\n\r\n"), 400},
 		{"te-gzip-chunked", post("Transfer-Encoding: gzip, chunked\r\n", "0\r\n\r\n"), 501},
 		{"te-http10", "POST /a HTTP/1.0\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n" + hidden, 400},
+		// '_' for '-': fronts that map both alike frame by these (corpus
+		// entries smuggler.underjoin1, hrs-cl.underjoin1).
+		{"te-underscore", post("Transfer_Encoding: chunked\r\nContent-Length: 5\r\n", "0\r\n\r\n"), 400},
+		{"te-underscore-alone", post("transfer_encoding: chunked\r\n", "0\r\n\r\n"), 400},
+		{"te-underscore-one", post("Transfer-Encoding: chunked\r\nTRANSFER_ENCODING: chunked\r\n", "0\r\n\r\n"), 400},
+		{"cl-underscore", post("Content_Length: 33\r\n", ""), 400},
+		{"cl-underscore-with-cl", post("Content-Length: 0\r\ncontent_length: 33\r\n", ""), 400},
 		{"cl-plus", post("Content-Length: +4\r\n", "abcd"), 400},
 		{"cl-minus", post("Content-Length: -4\r\n", "abcd"), 400},
 		{"cl-list-differs", post("Content-Length: 4, 5\r\n", "abcd"), 400},
