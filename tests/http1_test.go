@@ -6,7 +6,14 @@ package tests
 // and that nothing smuggled reaches Python.
 
 import (
+	"bufio"
+	"bytes"
+	"io"
 	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -54,6 +61,115 @@ func TestB16_Smuggling(t *testing.T) {
 	time.Sleep(100 * time.Millisecond)
 	if strings.Contains(s.Logs(), "APP-SEEN /admin") {
 		t.Fatalf("a smuggled /admin reached the app:\n%s", s.Logs())
+	}
+}
+
+// smugglingEntry is one request of internal/http1/testdata/smuggling-corpus.txt:
+// public smuggling corpora (defparam/smuggler, PortSwigger
+// http-request-smuggler) rewritten as data; its header names the source
+// files and what each EXPECT means.
+type smugglingEntry struct {
+	name, expect, status, raw string
+}
+
+func loadSmugglingCorpus(t *testing.T) []smugglingEntry {
+	t.Helper()
+	path := filepath.Join(repoRoot(), "internal", "http1", "testdata", "smuggling-corpus.txt")
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []smugglingEntry
+	for i, line := range strings.Split(string(b), "\n") {
+		if line == "" || line[0] == '#' {
+			continue
+		}
+		f := strings.SplitN(line, " ", 4)
+		if len(f) != 4 {
+			t.Fatalf("%s:%d: want NAME EXPECT STATUS \"RAW\"", path, i+1)
+		}
+		raw, err := strconv.Unquote(f[3])
+		if err != nil {
+			t.Fatalf("%s:%d: %v", path, i+1, err)
+		}
+		out = append(out, smugglingEntry{f[0], f[1], f[2], raw})
+	}
+	if len(out) == 0 {
+		t.Fatalf("%s: no entries", path)
+	}
+	return out
+}
+
+// TestB16_SmugglingCorpus sends every request of the public smuggling
+// corpus to the real binary: "reject" and "reject-body" entries get
+// exactly one response with their status, Connection: close and a closed
+// connection; "accept" entries get exactly one response and leave the
+// connection usable (a follow-up request gets its own answer); no hidden
+// request (below /smuggled/) ever reaches the app, and rejected heads
+// never do.
+func TestB16_SmugglingCorpus(t *testing.T) {
+	s := Start(t, "echo:app")
+	entries := loadSmugglingCorpus(t)
+	for _, e := range entries {
+		t.Run(e.name, func(t *testing.T) {
+			if e.expect != "accept" {
+				got, closed := Raw(t, s.Addr, e.raw, 5*time.Second)
+				oneResponseThenClose(t, got, closed, e.status)
+				return
+			}
+			c, err := net.DialTimeout("tcp", s.Addr, 5*time.Second)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			c.SetDeadline(time.Now().Add(10 * time.Second))
+			var seen bytes.Buffer
+			br := bufio.NewReader(io.TeeReader(c, &seen))
+			io.WriteString(c, e.raw)
+			resp, err := http.ReadResponse(br, &http.Request{Method: "POST"})
+			if err != nil {
+				t.Fatalf("reading the response: %v\n%q", err, seen.String())
+			}
+			io.Copy(io.Discard, resp.Body)
+			if strconv.Itoa(resp.StatusCode) != e.status || resp.Close {
+				t.Fatalf("status %d close=%v; want %s on a kept connection\n%q", resp.StatusCode, resp.Close, e.status, seen.String())
+			}
+			probe := "/probe/" + e.name
+			io.WriteString(c, "GET "+probe+" HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n")
+			resp, err = http.ReadResponse(br, &http.Request{Method: "GET"})
+			if err != nil {
+				t.Fatalf("reading the follow-up response: %v\n%q", err, seen.String())
+			}
+			body, _ := io.ReadAll(resp.Body)
+			if resp.StatusCode != 200 || !strings.Contains(string(body), `"path": "`+probe+`"`) {
+				t.Fatalf("follow-up got %d %q; want 200 for %s\n%q", resp.StatusCode, body, probe, seen.String())
+			}
+			if n, _ := br.Read(make([]byte, 1)); n != 0 {
+				t.Fatalf("bytes after the follow-up response:\n%q", seen.String())
+			}
+		})
+	}
+	// A last request through the same log pipeline: once the app has
+	// logged it, it has logged everything the corpus made it see.
+	if code, _ := s.Get(t, "/corpus-done"); code != 200 {
+		t.Fatalf("GET /corpus-done = %d", code)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for !strings.Contains(s.Logs(), `APP-SEEN /corpus-done"`) && time.Now().Before(deadline) {
+		time.Sleep(50 * time.Millisecond)
+	}
+	logs := s.Logs()
+	for _, e := range entries {
+		if strings.Contains(logs, "APP-SEEN /smuggled/"+e.name+`"`) {
+			t.Errorf("%s: its hidden request reached the app", e.name)
+		}
+		n := strings.Count(logs, "APP-SEEN /c/"+e.name+`"`)
+		switch {
+		case e.expect == "reject" && n != 0:
+			t.Errorf("%s: a rejected head reached the app", e.name)
+		case e.expect == "accept" && n != 1:
+			t.Errorf("%s: the app saw the request %d times; want 1", e.name, n)
+		}
 	}
 }
 

@@ -165,9 +165,12 @@ func runRejects(t *testing.T, ts *testServer, cases []rejectCase) {
 	}
 }
 
-// TestB16_CLTE is the smuggling corpus (case B16, RFC 9112 §6.1, §6.3,
-// §11.2): every row is refused with one response and a close, and the
-// hidden second request ("/admin") never reaches the handler.
+// TestB16_CLTE: hand-written smuggling cases derived from RFC 9112 §6.1,
+// §6.3, §7.1 and §11.2 (case B16): every row is refused with one response
+// and a close, and the hidden second request ("/admin") never reaches the
+// handler. The public corpora (defparam/smuggler, PortSwigger
+// http-request-smuggler) run from testdata/smuggling-corpus.txt in
+// TestB16_SmugglingCorpus (corpus_test.go).
 func TestB16_CLTE(t *testing.T) {
 	ts := newTestServer(t, nil)
 	const hidden = "GET /admin HTTP/1.1\r\nHost: a\r\n\r\n"
