@@ -17,8 +17,13 @@
  * The queue is a FIFO list bounded by queue_size (the bound rule); a full
  * queue makes ts_pool_submit fail and the caller answers 503. A thread that
  * finds the queue empty detaches and waits on the condition variable with
- * the GIL released; a thread that finds a job after finishing one keeps the
- * GIL and runs it, unless the turnstile says to hand over (thread.c).
+ * the GIL released. A thread takes a job only once attached: after a job
+ * it hands the GIL over if the turnstile says so (thread.c), re-attaches,
+ * and only then takes the oldest job. A job therefore never waits for the
+ * GIL bound to a thread that lost the race for it (the convoy's victim);
+ * it waits in the FIFO queue (queue_wait) and is served in order by
+ * whichever thread holds the GIL, and its GIL wait is what CPython makes it
+ * wait mid-request (switch-interval drops, blocking calls).
  *
  * Threads are created here with pthread_create, with an explicit stack
  * size (Go-created threads get default attributes), and named ts-py-<i>
@@ -81,39 +86,43 @@ pool_main(void *arg)
     ts_thread_attach(t);
 
     for (;;) {
+        /* Attached here: take the oldest job. A thread never holds a job
+         * while it waits for the GIL, so a job is not bound to a thread
+         * that lost the race for it; it waits in the FIFO queue and the
+         * thread holding the GIL takes it. */
         pthread_mutex_lock(&lock);
         job = pop_locked();
+        if (job != NULL) {
+            busy++;
+        }
+        pthread_mutex_unlock(&lock);
         if (job == NULL) {
-            pthread_mutex_unlock(&lock);
+            int stop;
             ts_thread_detach(t, 0);
             pthread_mutex_lock(&lock);
-            while ((job = pop_locked()) == NULL && !stopping) {
+            while (head == NULL && !stopping) {
                 idle++;
                 pthread_cond_wait(&cond, &lock);
                 idle--;
             }
-            if (job != NULL) {
-                busy++;
-            }
+            stop = head == NULL;  /* stopping, and nothing left to serve */
             pthread_mutex_unlock(&lock);
-            if (job == NULL) {
+            if (stop) {
                 break;
             }
-            t->gil_wait_ns = 0;
             ts_thread_attach(t);
+            continue;
         }
-        else {
-            busy++;
-            pthread_mutex_unlock(&lock);
-            t->gil_wait_ns = 0;
-            ts_thread_yield_if_due(t);
-        }
+        t->gil_wait_ns = 0;  /* from here on, waits inside CPython count */
         job->thread_index = t->index;
         job->started_ns = ts_now_ns();
         job->run(job, t);
         pthread_mutex_lock(&lock);
         busy--;
         pthread_mutex_unlock(&lock);
+        /* A job boundary: hand the GIL over if the turnstile says so
+         * (thread.c), before taking the next job. */
+        ts_thread_yield_if_due(t);
     }
 
     /* Keep the thread state: clearing it needs the GIL, and the process
