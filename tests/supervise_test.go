@@ -1345,3 +1345,75 @@ func TestSupervise_GracefulTimeoutCutsStuckRequest(t *testing.T) {
 		t.Errorf("no record names the request cut off (GET /sleep), and the master did not kill the worker")
 	}
 }
+
+// A SIGHUP sent while the replacement of an earlier SIGHUP is still
+// starting (and then fails) is not lost: the failure calls off the rest of
+// its own rolling restart only, and the later SIGHUP replaces every worker
+// with the code it was sent for. The same under --reload, where the fix
+// is saved while the broken version's replacement starts. The broken
+// import waits for a file the test creates, so the order of events does
+// not depend on timing.
+func TestSupervise_RestartDuringFailingReplacement(t *testing.T) {
+	for _, mode := range []string{"hup", "reload"} {
+		t.Run(mode, func(t *testing.T) { testRestartDuringFailingReplacement(t, mode) })
+	}
+}
+
+func testRestartDuringFailingReplacement(t *testing.T, mode string) {
+	dir := t.TempDir()
+	appFile := filepath.Join(dir, "hup2_app.py")
+	release := filepath.Join(dir, "release")
+	app := func(version string) string {
+		return "import os\n\nBODY = b\"" + version + " \" + str(os.getpid()).encode()\n\n" +
+			"def app(environ, start_response):\n    start_response(\"200 OK\", [(\"Content-Type\", \"text/plain\")])\n    return [BODY]\n"
+	}
+	supWriteFile(t, appFile, app("v1"))
+	args := []string{"--workers", "2", "--app-dir", dir, "hup2_app:app"}
+	restarted := "SIGHUP: restarting the workers one by one"
+	if mode == "reload" {
+		args = append([]string{"--reload"}, args...)
+		restarted = "files changed: restarting the workers one by one"
+	}
+	s := Start(t, args...)
+	if mode == "reload" {
+		supWaitLog(t, s, 10*time.Second, 1, "--reload: watching for changes")
+	}
+	before := supServing(s)
+
+	supWriteFile(t, appFile, "import os, sys, time\n\nprint(\"hup2_app: broken import waiting\", file=sys.stderr, flush=True)\n"+
+		"while not os.path.exists("+strconv.Quote(release)+"):\n    time.sleep(0.02)\n"+
+		"raise RuntimeError(\"hup2_app: broken at import\")\n")
+	if mode == "hup" {
+		s.Signal(syscall.SIGHUP)
+	}
+	supWaitLog(t, s, 20*time.Second, 1, "hup2_app: broken import waiting")
+
+	supWriteFile(t, appFile, app("v2"))
+	if mode == "hup" {
+		s.Signal(syscall.SIGHUP)
+	}
+	supWaitLog(t, s, 10*time.Second, 2, restarted)
+	if err := os.WriteFile(release, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	supWaitLog(t, s, 20*time.Second, 1, "replacement worker failed to start; the running worker keeps serving", "cause", mode)
+	supWaitLog(t, s, 20*time.Second, 2, "worker replaced", "cause", mode)
+	after := supServing(s)
+	for id, pid := range before {
+		if after[id] == 0 || after[id] == pid {
+			t.Errorf("worker %d: pid %d before, %d after the second restart; want a new pid", id, pid, after[id])
+		}
+	}
+	newConn := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
+	for i := 0; i < 10; i++ {
+		resp, err := newConn.Get(s.URL + "/")
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if !strings.HasPrefix(string(b), "v2 ") {
+			t.Fatalf("GET / after the second restart = %q; want the code it was for (v2)", b)
+		}
+	}
+}

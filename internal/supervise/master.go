@@ -105,6 +105,7 @@ type replaceReq struct {
 	cause string // hup, reload, max-requests, timeout, lifetime, max-rss
 	why   string
 	old   *proc // the worker to replace; nil: whichever serves the slot (rolling restarts)
+	gen   int   // the rolling restart (SIGHUP, --reload) it belongs to; 0: none
 }
 
 // Master supervises the worker processes. Create it with New, then Start;
@@ -144,6 +145,7 @@ type Master struct {
 	respawn   map[int]*time.Timer
 	pending   []replaceReq
 	replacing *proc // the replacement being started, at most one at a time
+	gen       int   // rolling restarts so far (replaceReq.gen)
 	forced    bool
 	watcher   io.Closer
 }
@@ -618,12 +620,15 @@ func (m *Master) onExit(p *proc, ps *os.ProcessState) {
 				old.retryAt = time.Now().Add(backoffMax)
 			}
 		}
-		if p.cause == "hup" || p.cause == "reload" {
-			// The new code does not start: keep the old workers until
-			// the next change or signal.
+		if p.gen != 0 {
+			// The new code does not start: call off the rest of this
+			// rolling restart and keep the old workers until the next
+			// change or signal. A later one queued meanwhile (a fix saved,
+			// SIGHUP sent again while this replacement was starting)
+			// goes on: its requests carry its own generation.
 			kept := m.pending[:0]
 			for _, r := range m.pending {
-				if r.cause != "hup" && r.cause != "reload" {
+				if r.gen != p.gen {
 					kept = append(kept, r)
 				}
 			}
@@ -676,17 +681,24 @@ func (m *Master) scheduleRespawn(id int) {
 	m.respawn[id] = time.AfterFunc(delay, func() { m.post(event{kind: evRespawn, id: id}) })
 }
 
-// rolling queues a graceful replacement of every worker, one by one.
+// rolling queues a graceful replacement of every worker, one by one, as
+// a new generation: a replacement that fails to start calls off the rest
+// of its own generation only. A slot still queued from an earlier one
+// joins this one (it will load the current code anyway); a slot whose
+// replacement is starting now is queued again, since that replacement
+// may have loaded the code this restart is for, or not.
 func (m *Master) rolling(cause string) {
+	m.gen++
 	for id := 1; id <= m.want; id++ {
 		dup := false
-		for _, r := range m.pending {
+		for i, r := range m.pending {
 			if r.id == id && r.old == nil {
 				dup = true
+				m.pending[i].gen, m.pending[i].cause = m.gen, cause
 			}
 		}
 		if !dup {
-			m.enqueue(replaceReq{id: id, cause: cause})
+			m.enqueue(replaceReq{id: id, cause: cause, gen: m.gen})
 		}
 	}
 }
@@ -717,6 +729,7 @@ func (m *Master) next() {
 			continue
 		}
 		p.replaces = cur
+		p.gen = r.gen
 		m.replacing = p
 		m.log.Info("replacing worker", "worker", r.id, "old_pid", cur.pid, "pid", p.pid, "cause", r.cause, "why", r.why)
 		m.adopt(p)

@@ -56,6 +56,7 @@ type proc struct {
 	readyAt time.Time
 
 	replaces     *proc       // the worker this one replaces, if it is a replacement
+	gen          int         // the rolling restart it was started for (replaceReq.gen)
 	failMsg      string      // from its "failed <reason>" line
 	recycleAsked bool        // a replacement is queued or running for it
 	retry        *replaceReq // a replacement that failed to start, retried at retryAt
