@@ -42,8 +42,9 @@
 //     for its own replacement ("recycle") past --max-requests or when a
 //     request runs past --timeout; the master checks --workers-lifetime
 //     and --workers-max-rss every second. A replacement that fails to
-//     start leaves the old worker serving and cancels the rest of a
-//     rolling restart. SIGTTIN adds a worker, SIGTTOU stops the last one.
+//     start leaves the old worker serving and cancels the rest of its
+//     rolling restart (a SIGHUP or file change that came meanwhile still
+//     runs). SIGTTIN adds a worker, SIGTTOU stops the last one.
 //  8. SIGTERM or SIGINT: the master closes its listener and sends SIGTERM
 //     to every worker; each closes its copy (new connections are refused
 //     from then on) and drains. The master exits 0 when all are gone, or
