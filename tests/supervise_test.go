@@ -1238,7 +1238,8 @@ func TestSupervise_SIGHUPBrokenApp(t *testing.T) {
 
 // --reload-include: a change to a non-.py file matching a pattern (by its
 // name, '*.txt', or by its path under --app-dir, 'templates/*.html')
-// restarts the workers; a change to a file matching none does not.
+// restarts the workers; a change to a file matching none does not; a
+// malformed pattern is named in a warning.
 func TestSupervise_ReloadInclude(t *testing.T) {
 	dir := t.TempDir()
 	supWriteFile(t, filepath.Join(dir, "settings.txt"), "s1")
@@ -1247,8 +1248,12 @@ func TestSupervise_ReloadInclude(t *testing.T) {
 	supWriteFile(t, filepath.Join(dir, "inc_app.py"), "import os\n\nHERE = os.path.dirname(os.path.abspath(__file__))\n"+
 		"BODY = (open(os.path.join(HERE, \"settings.txt\")).read() + \"|\" + open(os.path.join(HERE, \"templates\", \"page.html\")).read()).encode()\n\n"+
 		"def app(environ, start_response):\n    start_response(\"200 OK\", [(\"Content-Type\", \"text/plain\")])\n    return [BODY]\n")
-	s := Start(t, "--workers", "2", "--app-dir", dir, "--reload", "--reload-include", "*.txt", "--reload-include", "templates/*.html", "inc_app:app")
+	s := Start(t, "--workers", "2", "--app-dir", dir, "--reload", "--reload-include", "*.txt", "--reload-include", "templates/*.html",
+		"--reload-include", "[notes", "inc_app:app")
 	supWaitLog(t, s, 10*time.Second, 1, "--reload: watching for changes")
+	if n := supCount(s.Logs(), "--reload-include: not a glob pattern; it matches no file", "pattern", "[notes"); n != 1 {
+		t.Errorf("warnings for the malformed pattern \"[notes\" = %d; want 1", n)
+	}
 	if code, body := s.Get(t, "/"); code != 200 || body != "s1|p1" {
 		t.Fatalf("GET / = %d %q; want 200 s1|p1", code, body)
 	}

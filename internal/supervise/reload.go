@@ -55,6 +55,11 @@ func (m *Master) watch() (io.Closer, error) {
 		})
 	}
 	add(root)
+	for _, pat := range m.cfg.ReloadInclude {
+		if _, err := path.Match(pat, ""); err != nil {
+			m.log.Warn("--reload-include: not a glob pattern; it matches no file", "pattern", pat, "err", err)
+		}
+	}
 	m.log.Info("--reload: watching for changes", "dir", root, "include", m.cfg.ReloadInclude)
 	go func() {
 		changed := map[string]bool{}
