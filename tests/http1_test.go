@@ -15,6 +15,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -289,4 +290,49 @@ func TestB23_Oversized(t *testing.T) {
 			t.Errorf("codes = %v; want [200]", codes)
 		}
 	})
+}
+
+// TestB40_WriteTimeout: a client that asks for a 32 MiB response and
+// never reads is dropped within --timeout-write (+ a margin) of the
+// server's write stalling, while the server keeps serving others, during
+// and after.
+func TestB40_WriteTimeout(t *testing.T) {
+	const timeout = 2 * time.Second
+	s := Start(t, "--timeout-write", "2s", "h2_wsgi:app")
+	// A 16 KiB receive window: the server's writes stall once its send
+	// buffer is full, whatever the loopback autotuning.
+	d := net.Dialer{Timeout: 5 * time.Second, Control: func(_, _ string, rc syscall.RawConn) error {
+		return rc.Control(func(fd uintptr) {
+			syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, 16<<10)
+		})
+	}}
+	c, err := d.Dial("tcp", s.Addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	const size = 32 << 20
+	io.WriteString(c, "GET /big?n="+strconv.Itoa(size)+" HTTP/1.1\r\nHost: a\r\n\r\n") // and never read
+	start := time.Now()
+	waitConns(t, s, func(n int) bool { return n >= 1 }, "the stalled connection to be counted")
+
+	if code := getClose(t, s, "/during"); code != 200 {
+		t.Errorf("GET /during the stalled write = %d; want 200", code)
+	}
+	waitConns(t, s, func(n int) bool { return n == 0 }, "the stalled connection to close")
+	took := time.Since(start)
+	if took > timeout+3*time.Second {
+		t.Errorf("the stalled connection closed %v after the request; want within --timeout-write %v + 3s", took, timeout)
+	}
+	if took < timeout*3/4 {
+		t.Errorf("the stalled connection closed after %v, before --timeout-write %v could pass", took, timeout)
+	}
+	if code := getClose(t, s, "/after"); code != 200 {
+		t.Errorf("GET /after the write timeout = %d; want 200", code)
+	}
+	// What the kernel had queued, then the close: not the whole body.
+	got, closed := ReadAll(c, 5*time.Second)
+	if !closed || len(got) >= size {
+		t.Errorf("after the timeout the client read %d bytes (closed=%v); want a truncated response and a close", len(got), closed)
+	}
 }

@@ -119,9 +119,10 @@ type Server struct {
 	// enough to defeat BodyTimeout. Default: DefaultMinBodyRate (240);
 	// negative disables.
 	MinBodyRate int
-	// WriteTimeout bounds the time one socket write may block (a client
-	// that stops reading); on expiry writes return ErrClientGone and the
-	// connection closes. Default: DefaultWriteTimeout (30s).
+	// WriteTimeout bounds the time one socket write of at most 64 KiB
+	// (writeStep; 4 MiB for SendFile) may block: a client that stops
+	// reading. On expiry writes return ErrClientGone and the connection
+	// closes. Default: DefaultWriteTimeout (30s).
 	WriteTimeout time.Duration
 	// ServerHeader is the value of the Server response header; "" omits it.
 	ServerHeader string
@@ -465,16 +466,35 @@ func (r *connReader) Read(p []byte) (int, error) {
 }
 
 // connWriter is the bufio.Writer's sink: it arms the write deadline
-// (WriteTimeout) before each socket write and wraps errors in ErrClientGone.
+// (WriteTimeout) before each socket write of at most writeStep bytes and
+// wraps errors in ErrClientGone.
 type connWriter struct{ c *conn }
 
+// writeStep bounds the bytes one write deadline covers. A large write (an
+// ASGI body sent in one message; bufio.Writer passes writes larger than
+// its buffer straight through) goes out in steps, each given
+// WriteTimeout, so the timeout bounds a stalled reader, not the time a
+// slow but steady one takes for the whole body. It matches the WSGI
+// bridge's flush size (64 KiB); SendFile has its own, larger step.
+const writeStep = 64 << 10
+
 func (w *connWriter) Write(p []byte) (int, error) {
-	w.c.rwc.SetWriteDeadline(time.Now().Add(w.c.lim.write))
-	n, err := w.c.rwc.Write(p)
-	if err != nil {
-		err = &clientGoneError{err}
+	var n int
+	for {
+		step := p[n:]
+		if len(step) > writeStep {
+			step = step[:writeStep]
+		}
+		w.c.rwc.SetWriteDeadline(time.Now().Add(w.c.lim.write))
+		m, err := w.c.rwc.Write(step)
+		n += m
+		if err != nil {
+			return n, &clientGoneError{err}
+		}
+		if n == len(p) {
+			return n, nil
+		}
 	}
-	return n, err
 }
 
 func (w *connWriter) readFrom(r io.Reader) (int64, error) {
