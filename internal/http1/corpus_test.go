@@ -64,8 +64,7 @@ func loadCorpus(t testing.TB, path string) []corpusEntry {
 // reaching the handler. tests/http1_test.go runs the same file against the
 // real binary.
 func TestB16_SmugglingCorpus(t *testing.T) {
-	ts := newTestServer(t, nil)
-	ts.Logger = discardLogger // a thousand rejections
+	ts := newTestServer(t, func(s *Server) { s.Logger = discardLogger }) // a thousand rejections
 	for _, e := range loadCorpus(t, "testdata/smuggling-corpus.txt") {
 		t.Run(e.name, func(t *testing.T) {
 			before := len(ts.served())
