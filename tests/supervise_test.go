@@ -1422,3 +1422,90 @@ func testRestartDuringFailingReplacement(t *testing.T, mode string) {
 		}
 	}
 }
+
+// At first start, one worker is ready (it already takes connections from
+// the shared socket) while another still imports. Events from the ready
+// one are not lost: if it dies, that is a crash, not a failed start: it is
+// replaced and the server starts listening once every slot is ready; if
+// it asks to be replaced (--max-requests), it is, once every worker is
+// ready. The second worker's import waits for a file the test creates, so
+// the order does not depend on timing.
+func TestSupervise_EventsWhileOthersStart(t *testing.T) {
+	for _, mode := range []string{"crash", "max-requests"} {
+		t.Run(mode, func(t *testing.T) { testEventsWhileOthersStart(t, mode) })
+	}
+}
+
+func testEventsWhileOthersStart(t *testing.T, mode string) {
+	dir := t.TempDir()
+	first, release := filepath.Join(dir, "first"), filepath.Join(dir, "release")
+	supWriteFile(t, filepath.Join(dir, "staggered_app.py"), "import os, sys, time\n\n"+
+		"try:\n    os.close(os.open("+strconv.Quote(first)+", os.O_CREAT | os.O_EXCL))\n"+
+		"except FileExistsError:\n"+
+		"    print(\"staggered_app: waiting at import in pid %d\" % os.getpid(), file=sys.stderr, flush=True)\n"+
+		"    while not os.path.exists("+strconv.Quote(release)+"):\n        time.sleep(0.02)\n\n"+
+		"BODY = b\"ok \" + str(os.getpid()).encode()\n\n"+
+		"def app(environ, start_response):\n    start_response(\"200 OK\", [(\"Content-Type\", \"text/plain\")])\n    return [BODY]\n")
+	args := []string{"--workers", "2", "--app-dir", dir, "staggered_app:app"}
+	if mode == "max-requests" {
+		args = append([]string{"--max-requests", "5"}, args...)
+	}
+	s, listening := supStartAsync(t, args...)
+	supWaitLog(t, s, 20*time.Second, 1, "worker ready")
+	waiting := func() int {
+		n := 0
+		for _, rec := range supRecords(s.Logs()) {
+			if msg, _ := rec["msg"].(string); strings.HasPrefix(msg, "staggered_app: waiting at import") {
+				n++
+			}
+		}
+		return n
+	}
+	for deadline := time.Now().Add(20 * time.Second); waiting() < 1; time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the second worker's import did not start")
+		}
+	}
+	var id, victim int
+	for i, pid := range supServing(s) {
+		id, victim = i, pid
+	}
+	switch mode {
+	case "crash":
+		if err := syscall.Kill(victim, syscall.SIGKILL); err != nil {
+			t.Fatal(err)
+		}
+		supWaitLog(t, s, 10*time.Second, 1, "worker exited", "pid", strconv.Itoa(victim))
+	case "max-requests":
+		// Served before "listening": the ready worker accepts already.
+		addr := ""
+		for _, rec := range supRecords(s.Logs()) {
+			if rec["msg"] == "worker listening" {
+				addr, _ = rec["addr"].(string)
+			}
+		}
+		for i := 0; i < 5; i++ {
+			resp, err := http.Get("http://" + addr + "/")
+			if err != nil {
+				t.Fatalf("GET / on the ready worker before listening: %v", err)
+			}
+			io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+		}
+		supWaitLog(t, s, 10*time.Second, 1, "worker asks to be replaced; once every worker is ready", "pid", strconv.Itoa(victim))
+	}
+	if err := os.WriteFile(release, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	supWaitListening(t, s, listening, 20*time.Second)
+	if mode == "max-requests" {
+		supWaitLog(t, s, 20*time.Second, 1, "worker replaced", "cause", "max-requests", "old_pid", strconv.Itoa(victim))
+	}
+	serving := supServing(s)
+	if len(serving) != 2 || serving[id] == victim || serving[id] == 0 {
+		t.Fatalf("serving workers = %v; want 2, worker %d no longer pid %d", serving, id, victim)
+	}
+	if code, body := s.Get(t, "/"); code != 200 || !strings.HasPrefix(body, "ok ") {
+		t.Errorf("GET / = %d %q", code, body)
+	}
+}

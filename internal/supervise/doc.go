@@ -18,7 +18,10 @@
 //     pipe, or "failed <reason>" and exits. When every worker is ready the
 //     master logs "listening". At first start a worker that fails, exits
 //     or passes --startup-timeout before "ready" stops the server with exit
-//     status 1: never a respawn loop.
+//     status 1: never a respawn loop. A worker that was ready already
+//     serves (the socket is shared) while the others start: if it dies,
+//     it is respawned as in service (6), and if it asks to be replaced,
+//     it is once every worker is ready.
 //  4. All workers accept on the one socket: the kernel's accept queue is
 //     shared, and a worker that cannot take more work stops accepting
 //     (internal/server/gate.go), so the next idle worker takes the

@@ -400,7 +400,15 @@ func (m *Master) handle(ev event) {
 		p.after(failedGrace, func() { p.signal(syscall.SIGKILL) })
 	case evRecycle:
 		cause, why, _ := strings.Cut(ev.text, " ")
-		if m.phase != phaseRunning || p.state != stateReady || p.recycleAsked || m.slots[p.id] != p {
+		if m.phase == phaseStopping || p.state != stateReady || p.recycleAsked || p.retry != nil || m.slots[p.id] != p {
+			return
+		}
+		if m.phase == phaseStarting {
+			// A ready worker serves while others still start, and asks
+			// once (--max-requests, --timeout): replace it as soon as
+			// every worker is ready (check).
+			m.log.Info("worker asks to be replaced; once every worker is ready", "worker", p.id, "pid", p.pid, "cause", cause, "why", why)
+			p.retry = &replaceReq{id: p.id, cause: cause, why: why, old: p}
 			return
 		}
 		m.log.Info("worker asks to be replaced", "worker", p.id, "pid", p.pid, "cause", cause, "why", why)
@@ -416,7 +424,7 @@ func (m *Master) handle(ev event) {
 		m.onExit(p, ev.ps)
 	case evRespawn:
 		delete(m.respawn, ev.id)
-		if m.phase == phaseRunning && ev.id <= m.want && m.slots[ev.id] == nil &&
+		if m.phase != phaseStopping && ev.id <= m.want && m.slots[ev.id] == nil &&
 			(m.replacing == nil || m.replacing.id != ev.id) {
 			m.start(ev.id, "respawn")
 		}
@@ -665,8 +673,12 @@ func (m *Master) onExit(p *proc, ps *os.ProcessState) {
 }
 
 // scheduleRespawn starts a worker for slot id after the back-off.
+//
+// Also at first start: a worker that was ready (it already served: the
+// socket is shared) and then died is a crash, replaced as in service; only
+// a worker that never got ready stops the first start.
 func (m *Master) scheduleRespawn(id int) {
-	if m.phase != phaseRunning || m.respawn[id] != nil {
+	if m.phase == phaseStopping || m.respawn[id] != nil {
 		return
 	}
 	n := m.fails[id]
