@@ -2,7 +2,9 @@ package tests
 
 // Workers (issue 8): the pure-Go master that runs, watches and replaces
 // worker processes. Apps: testapps/sup_app.py, sup_slowimport.py,
-// sup_b09.py, err_import.py; --reload writes its app into a temp dir.
+// sup_crash.py, sup_hangimport.py, sup_b09.py, err_import.py; the tests
+// that edit their app (--reload, SIGHUP, staggered imports) write it into
+// a temp dir.
 
 import (
 	"bufio"
