@@ -32,6 +32,7 @@
 #include "tspy.h"
 
 #include <errno.h>
+#include <sched.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -41,6 +42,7 @@
 #include <unistd.h>
 
 int ts_pool_threads;
+int ts_pool_batch = 1;  /* TURNSTILE_POOL_BATCH=0 clears it */
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t cond = PTHREAD_COND_INITIALIZER;
@@ -78,6 +80,16 @@ pool_main(void *arg)
 
     snprintf(name, sizeof(name), "ts-py-%d", t->index);
     (void)pthread_setname_np(pthread_self(), name);  /* cosmetic */
+    if (ts_pool_batch) {
+        /* SCHED_BATCH: same CPU share, no wake-up preemption. A job
+         * submitted by Go then does not preempt the Go thread that
+         * submitted it (on a shared core, a context switch per request);
+         * the pool thread runs when Go blocks or its slice ends, and
+         * takes the jobs queued meanwhile in one go. Go's threads keep
+         * SCHED_OTHER, so Go still preempts Python on a wake-up. */
+        struct sched_param sp = {0};
+        (void)pthread_setschedparam(pthread_self(), SCHED_BATCH, &sp);
+    }
 
     /* Created on this thread: its thread id and PyGILState binding are
      * fixed at creation. */

@@ -18,10 +18,17 @@ const DefaultStackBytes = 16 << 20
 
 // StartPool starts n Python threads (ts-py-0 ...) waiting on a C-side job
 // queue bounded at queueSize jobs. Call after Start. The barrier of the
-// turnstile is on unless the environment has TURNSTILE_POOL_TURN=0.
+// turnstile is on unless the environment has TURNSTILE_POOL_TURN=0; the
+// pool threads run under SCHED_BATCH (no wake-up preemption of the Go
+// thread that submits their jobs; docs/design.md) unless it has
+// TURNSTILE_POOL_BATCH=0. Threads and processes the app starts from a pool
+// thread inherit SCHED_BATCH.
 func StartPool(n, queueSize int) error {
 	if os.Getenv("TURNSTILE_POOL_TURN") == "0" {
 		C.ts_turn_enabled = 0
+	}
+	if os.Getenv("TURNSTILE_POOL_BATCH") == "0" {
+		C.ts_pool_batch = 0
 	}
 	if rc, err := C.ts_pool_start(C.int(n), C.int(queueSize), C.size_t(DefaultStackBytes)); rc != 0 {
 		return fmt.Errorf("python: cannot start %d pool threads: %w", n, err)

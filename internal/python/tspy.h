@@ -69,6 +69,7 @@ unsigned long ts_tstate_native_id(PyThreadState *tstate);
 /* Turnstile parameters and counters (read by Go for metrics). */
 #define TS_SLICE_NS 1000000LL   /* 1 ms: the barrier's slice */
 extern int ts_turn_enabled;     /* TURNSTILE_POOL_TURN=0 clears it */
+extern int ts_pool_batch;       /* TURNSTILE_POOL_BATCH=0 clears it */
 extern _Atomic long ts_waiting;
 extern _Atomic unsigned long ts_attaches;
 extern _Atomic unsigned long ts_attaches_by_kind[TS_KIND_COUNT];
