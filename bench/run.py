@@ -61,6 +61,10 @@ SCENARIOS = {
                        what="Flask 3.1, one route returning a short text body"),
     "asgi-hello": dict(interface="asgi", module="asgi_hello", expect=b"Hello, World!",
                        what="ASGI hello world: 13-byte text/plain body"),
+    "asgi-json": dict(interface="asgi", module="asgi_json", expect=b'"message"',
+                      what="ASGI json.dumps of a small dict per request (raw ASGI)"),
+    "asgi-fastapi": dict(interface="asgi", module="asgi_fastapi", expect=b'"tags"', path="/items/42?q=hello",
+                         what="FastAPI 0.165 JSON route: path and query parameters, a pydantic response model"),
 }
 DEFAULT_SERVERS = {
     "wsgi": "turnstile,granian,gunicorn,uwsgi",
@@ -926,6 +930,8 @@ def main():
     args.conns = [int(c) for c in args.conns.split(",") if c]
     args.phases = set(args.phases.split(","))
     scen = SCENARIOS[args.scenario]
+    if args.path == "/" and scen.get("path"):
+        args.path = scen["path"]  # the scenario's route unless --path says otherwise
 
     for tool, path in (("wrk", args.wrk), ("vegeta", args.vegeta), ("venv", os.path.join(args.venv, "bin", "python"))):
         if not (shutil.which(path) or os.path.exists(path)):
