@@ -255,6 +255,7 @@ ts_pool_get_stats(ts_pool_stats *s)
     pthread_mutex_lock(&lock);
     s->threads = ts_pool_threads;
     s->busy = busy;
+    s->idle = idle;
     s->queued = queued;
     s->queue_size = queue_bound;
     pthread_mutex_unlock(&lock);

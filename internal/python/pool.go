@@ -68,16 +68,18 @@ func StopPool(timeout time.Duration) bool {
 
 // PoolStats is a snapshot of the pool for metrics and /readyz.
 type PoolStats struct {
-	Threads, Busy, Queued, QueueSize int
-	Attaches                         [4]uint64 // by thread kind: pool, loop, sampler, main
-	BarrierYields                    uint64
+	// Busy threads run a job, Idle ones wait for work; the rest are
+	// between the two (waiting for the GIL before they take a job).
+	Threads, Busy, Idle, Queued, QueueSize int
+	Attaches                               [4]uint64 // by thread kind: pool, loop, sampler, main
+	BarrierYields                          uint64
 }
 
 // Stats returns a snapshot of the pool.
 func Stats() PoolStats {
 	var s C.ts_pool_stats
 	C.ts_pool_get_stats(&s)
-	ps := PoolStats{Threads: int(s.threads), Busy: int(s.busy), Queued: int(s.queued), QueueSize: int(s.queue_size)}
+	ps := PoolStats{Threads: int(s.threads), Busy: int(s.busy), Idle: int(s.idle), Queued: int(s.queued), QueueSize: int(s.queue_size)}
 	for i := range ps.Attaches {
 		ps.Attaches[i] = uint64(C.ts_attach_count(C.int(i)))
 	}

@@ -121,7 +121,7 @@ int ts_pool_cancel(ts_job *job);
 void ts_pool_stop(void);
 
 typedef struct ts_pool_stats {
-    long threads, busy, queued, queue_size;
+    long threads, busy, idle, queued, queue_size;  /* busy: running a job; idle: waiting for work */
 } ts_pool_stats;
 void ts_pool_get_stats(ts_pool_stats *s);
 

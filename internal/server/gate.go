@@ -30,8 +30,8 @@ import (
 // many as Granian's stuck worker took; gating as soon as no pool thread
 // is idle and a request waits (turnstile) left a handful. So:
 //
-//	busy   no pool thread is idle and a request already waits (Busy ==
-//	       Threads and Queued > 0), or the ASGI event loop is stalled
+//	busy   no pool thread is idle and a request already waits (Idle ==
+//	       0 and Queued > 0), or the ASGI event loop is stalled
 //	       (the watchdog's threshold): the default with several workers
 //	off    never: the default with one worker, where no other worker
 //	       could take the connection and the bound rule answers 503
@@ -70,7 +70,10 @@ func workerFull(mode string) bool {
 		return false // no pool (ASGI)
 	}
 	if mode == "busy" {
-		return s.Busy >= s.Threads && s.Queued > 0
+		// Not "every thread busy": a thread takes a job only once it
+		// holds the GIL (pool.c), so behind a thread stuck with the GIL
+		// the others wait to attach, neither idle nor busy.
+		return s.Idle == 0 && s.Queued > 0
 	}
 	return s.Queued >= s.QueueSize
 }

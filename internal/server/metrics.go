@@ -50,7 +50,7 @@ func newMetrics(srv *http1.Server) *metrics {
 	m.reg.MustRegister(m.requests, m.duration, m.gilWait, m.queueWait, m.rejected,
 		gauge("turnstile_pool_threads", "Python threads in the pool.", func(s python.PoolStats) float64 { return float64(s.Threads) }),
 		gauge("turnstile_pool_busy", "Python threads running a request.", func(s python.PoolStats) float64 { return float64(s.Busy) }),
-		gauge("turnstile_pool_idle", "Python threads waiting for work.", func(s python.PoolStats) float64 { return float64(s.Threads - s.Busy) }),
+		gauge("turnstile_pool_idle", "Python threads waiting for work.", func(s python.PoolStats) float64 { return float64(s.Idle) }),
 		gauge("turnstile_queue_depth", "Requests waiting for a Python thread.", func(s python.PoolStats) float64 { return float64(s.Queued) }),
 		gauge("turnstile_queue_size", "Bound of the request queue.", func(s python.PoolStats) float64 { return float64(s.QueueSize) }),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "turnstile_barrier_yields_total", Help: "Times a pool thread handed the GIL over at a job boundary (the turnstile)."},
