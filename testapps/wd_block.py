@@ -68,6 +68,10 @@ async def app(scope, receive, send):
         await asyncio.sleep(0.01)
     elif path == "/nap":
         await asyncio.sleep(0.5)
+    elif path == "/block":
+        # /block?ms=N: time.sleep for N ms (stalls just past the threshold)
+        ms = int(scope["query_string"].decode().partition("=")[2] or "130")
+        time.sleep(ms / 1000)
     elif path == "/sqlite":
         db = sqlite3.connect(":memory:")
         db.execute("WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c LIMIT 40000000) SELECT count(*) FROM c").fetchone()

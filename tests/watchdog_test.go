@@ -267,6 +267,40 @@ func TestWatchdog_LagSeesTheStall(t *testing.T) {
 	}
 }
 
+// Every stall past 1.1 thresholds is reported: with probes 50 ms apart, a
+// probe pushed after the block began saw only part of it, and 120 ms
+// blocks under the 100 ms default were reported about half the time.
+func TestWatchdog_JustPastThreshold(t *testing.T) {
+	s := Start(t, "--lifespan", "off", "wd_block:app")
+	const n = 10
+	for i := 0; i < n; i++ {
+		resp, err := http.Get(s.URL + "/block?ms=125")
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		time.Sleep(time.Duration(30+17*i) * time.Millisecond) // vary the phase against the probes
+	}
+	time.Sleep(200 * time.Millisecond)
+	resp, err := http.Get(s.Admin + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	var stalls float64
+	for _, line := range strings.Split(string(body), "\n") {
+		if strings.HasPrefix(line, "turnstile_loop_stalls_total") {
+			fmt.Sscan(line[strings.LastIndexByte(line, ' ')+1:], &stalls)
+		}
+	}
+	t.Logf("%v stalls reported for %d blocks", stalls, n)
+	if stalls < n {
+		t.Errorf("turnstile_loop_stalls_total = %v after %d blocks of 125 ms (threshold 100 ms); want %d", stalls, n, n)
+	}
+}
+
 // Thresholds the watchdog cannot honour are refused at start.
 func TestWatchdog_BadThresholds(t *testing.T) {
 	for _, args := range [][]string{

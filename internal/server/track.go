@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"turnstile/internal/asgi"
 	"turnstile/internal/config"
 	"turnstile/internal/http1"
 	"turnstile/internal/python"
@@ -114,8 +115,14 @@ func (t *tracker) watch() {
 // stackOf samples the Python stack of the pool thread running the WSGI
 // request method path that started at start (the wsgi package registers
 // it a moment after the tracker does), innermost frame first, one frame
-// per line. "" when there is none (ASGI, or still queued).
+// per line. For ASGI, the event loop thread's stack: the request's own
+// frames when it blocks the loop, the loop's idle frames (a selector's
+// poll) when it is awaiting something. "" when there is none (a WSGI
+// request still queued).
 func stackOf(method, path string, start time.Time) string {
+	if h := asgi.ReadHeartbeat(); h.TState != nil {
+		return joinFrames(python.SampleStack(h.TState))
+	}
 	best, thread := time.Second, -1
 	for _, r := range wsgi.Requests() {
 		if r.Method != method || r.Path != path || r.Thread < 0 {
@@ -128,7 +135,10 @@ func stackOf(method, path string, start time.Time) string {
 	if thread < 0 {
 		return ""
 	}
-	frames := python.SampleStack(python.PoolThreadState(thread))
+	return joinFrames(python.SampleStack(python.PoolThreadState(thread)))
+}
+
+func joinFrames(frames []python.Frame) string {
 	lines := make([]string, len(frames))
 	for i, f := range frames {
 		lines[i] = f.String()

@@ -48,9 +48,14 @@ const (
 	// SlowEvery is how often in-flight WSGI requests are checked against
 	// SlowRequest.
 	SlowEvery = 100 * time.Millisecond
-	// ProbeEvery is how often a probe event is pushed to the loop (half
-	// the stall threshold when that is shorter, so an idle loop turns
-	// well within it).
+	// ProbeEvery is how often a probe event is pushed to the loop, at
+	// most: a tenth of the stall threshold when that is shorter (not less
+	// than Tick). A stall is seen by a probe it holds up, and a probe
+	// pushed after the stall began measures only part of it: with probes
+	// 50 ms apart, a 120 ms block under the 100 ms default went unseen
+	// about half the time. A tenth bounds that part at 10 %: every stall
+	// of 1.1 thresholds is caught (the duration logged is measured from
+	// the heartbeat, whole).
 	ProbeEvery = 50 * time.Millisecond
 	// MinStallThreshold is the shortest stall threshold: an idle loop
 	// turns only for a probe, pushed every ProbeEvery.
@@ -108,7 +113,7 @@ type Watchdog struct {
 	done    chan struct{}
 
 	startNs    int64                    // python.Now() at Start: earlier silence is not counted
-	probeEvery time.Duration            // ProbeEvery, or half a threshold below 100 ms
+	probeEvery time.Duration            // ProbeEvery, or a tenth of a threshold below 500 ms
 	slow       map[string]time.Duration // next report age per WSGI request key
 	sources    sourceCache
 }
@@ -161,7 +166,7 @@ func (w *Watchdog) Start() {
 	}
 	w.stop, w.done = make(chan struct{}), make(chan struct{})
 	w.startNs = python.Now()
-	w.probeEvery = min(ProbeEvery, max(Tick, w.StallThreshold/2))
+	w.probeEvery = min(ProbeEvery, max(Tick, w.StallThreshold/10))
 	w.slow = map[string]time.Duration{}
 	go w.run()
 }
@@ -230,6 +235,7 @@ func (w *Watchdog) run() {
 			}
 			wait = min(wait, w.probeEvery-now.Sub(lastProbe))
 			h := asgi.ReadHeartbeat()
+			wasStalled := w.Stalled() > 0
 			if h.Probes != lastProbes || h.Lag > 0 {
 				// One observation per read: the longest lag of the
 				// probes drained since (after a stall, the stall).
@@ -247,6 +253,9 @@ func (w *Watchdog) run() {
 					pending = time.Duration(python.Now() - pushedAt[oldest%uint64(len(pushedAt))])
 				}
 				w.checkLoop(h, pending)
+				if !wasStalled && w.Stalled() == 0 && time.Duration(h.Lag) >= w.StallThreshold {
+					w.unseen(time.Duration(h.Lag))
+				}
 				switch {
 				case w.Stalled() > 0:
 					wait = min(wait, Tick) // sample and report the stall
@@ -265,6 +274,24 @@ func (w *Watchdog) run() {
 		}
 		timer.Reset(max(wait, time.Millisecond))
 	}
+}
+
+// unseen records a stall that ended before the watchdog looked (its
+// goroutine was held off the CPU, or the stall ended between two looks): a
+// probe drained after waiting lag past the threshold. The stall lasted at
+// least lag; no stack was sampled.
+func (w *Watchdog) unseen(lag time.Duration) {
+	st := Stall{Start: time.Now().Add(-lag), DurationMS: float64(lag.Microseconds()) / 1000}
+	w.mu.Lock()
+	w.stalls = append(w.stalls, st)
+	if len(w.stalls) > KeepStalls {
+		w.stalls = w.stalls[len(w.stalls)-KeepStalls:]
+	}
+	w.mu.Unlock()
+	w.stallSecs.Add(lag.Seconds())
+	w.stallCount.Inc()
+	w.Log.Warn("event loop stalled (seen after it ended: no stack sampled)", "loop", 0,
+		"duration_ms", st.DurationMS, "samples", 0)
 }
 
 func (w *Watchdog) checkLoop(h asgi.Heartbeat, pending time.Duration) {
