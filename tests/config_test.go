@@ -309,7 +309,7 @@ func TestConfig_BadValues(t *testing.T) {
 		{"env", cfEnv("TURNSTILE_WORKERS=-1"), nil, []string{"turnstile: TURNSTILE_WORKERS -1: want at least 1"}},
 		{"env-parse", cfEnv("TURNSTILE_WORKERS=four", "TURNSTILE_GRACEFUL_TIMEOUT=soon", "TURNSTILE_ACCESS_LOG=maybe"), nil, []string{
 			`turnstile: TURNSTILE_WORKERS="four": want an integer`,
-			`turnstile: TURNSTILE_GRACEFUL_TIMEOUT="soon": want a duration like 30s or 1m30s`,
+			`turnstile: TURNSTILE_GRACEFUL_TIMEOUT="soon": want seconds or a duration like 30s`,
 			`turnstile: TURNSTILE_ACCESS_LOG="maybe": want true or false`,
 		}},
 		{"file", cfEnv(), []string{"--config", file}, []string{

@@ -1525,3 +1525,23 @@ func testEventsWhileOthersStart(t *testing.T, mode string) {
 		t.Errorf("GET / = %d %q", code, body)
 	}
 }
+
+// A pid file that names a live process is another server's (as gunicorn
+// says, "already running"): a second server with the same --pid-file
+// exits 1 without overwriting it, and the first one's file survives the
+// second one's exit.
+func TestSupervise_PidFileOfALiveServer(t *testing.T) {
+	pidFile := filepath.Join(t.TempDir(), "turnstile.pid")
+	s := Start(t, "--pid-file", pidFile, "sup_app:app")
+	cmd := Command(t, "--pid-file", pidFile, "sup_app:app")
+	timer := time.AfterFunc(30*time.Second, func() { cmd.Process.Kill() })
+	out, err := cmd.CombinedOutput()
+	timer.Stop()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != 1 || !strings.Contains(string(out), "already running") {
+		t.Errorf("second server with the same --pid-file: %v; want exit 1 saying it is already running\n%s", err, out)
+	}
+	if b, err := os.ReadFile(pidFile); err != nil || strings.TrimSpace(string(b)) != strconv.Itoa(s.PID) {
+		t.Errorf("--pid-file after the second server = %q %v; want the first server's pid %d", b, err, s.PID)
+	}
+}

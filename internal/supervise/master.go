@@ -213,11 +213,21 @@ func Run(cfg *config.Config, stderr io.Writer) int {
 		}
 	}()
 	if cfg.PidFile != "" {
+		// As gunicorn: a pid file naming a live process is another
+		// server's; do not take it over (nor remove it at exit).
+		if pid := readPid(cfg.PidFile); pid > 0 && pid != os.Getpid() && processAlive(pid) {
+			log.Error(fmt.Sprintf("supervise: --pid-file %s: already running as pid %d (or the pid file is stale and the pid reused)", cfg.PidFile, pid))
+			return ExitFailed
+		}
 		if err := os.WriteFile(cfg.PidFile, []byte(strconv.Itoa(os.Getpid())+"\n"), 0o644); err != nil {
 			log.Error("supervise: --pid-file: " + err.Error())
 			return ExitFailed
 		}
-		defer os.Remove(cfg.PidFile)
+		defer func() {
+			if readPid(cfg.PidFile) == os.Getpid() {
+				os.Remove(cfg.PidFile)
+			}
+		}()
 	}
 	if err := m.Start(); err != nil {
 		if errors.Is(err, ErrStopped) {
@@ -878,4 +888,24 @@ func listenerFile(ln net.Listener) (*os.File, error) {
 		return nil, fmt.Errorf("supervise: listener: %w", err)
 	}
 	return os.NewFile(uintptr(fd), "listener"), nil
+}
+
+// readPid returns the pid a pid file holds, or 0.
+func readPid(path string) int {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return 0
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil {
+		return 0
+	}
+	return pid
+}
+
+// processAlive reports whether a process with this pid exists (kill(2)
+// with signal 0; EPERM means it exists under another user).
+func processAlive(pid int) bool {
+	err := syscall.Kill(pid, 0)
+	return err == nil || errors.Is(err, syscall.EPERM)
 }
