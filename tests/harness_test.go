@@ -75,6 +75,17 @@ func Command(t testing.TB, args ...string) *exec.Cmd {
 // t.Logf.
 func Start(t *testing.T, args ...string) *Server {
 	t.Helper()
+	s, listening := StartAsync(t, args...)
+	WaitListening(t, s, listening, 30*time.Second)
+	return s
+}
+
+// StartAsync starts the binary as Start does but returns at once, with a
+// channel closed at the first "listening" record: for tests that look at
+// the server while its workers start, or whose start takes longer than
+// Start's 30 s.
+func StartAsync(t *testing.T, args ...string) (*Server, <-chan struct{}) {
+	t.Helper()
 	s := &Server{t: t, cmd: Command(t, args...), exited: make(chan struct{})}
 	stderr, err := s.cmd.StderrPipe()
 	if err != nil {
@@ -96,19 +107,22 @@ func Start(t *testing.T, args ...string) *Server {
 			s.logs.WriteString(line + "\n")
 			s.mu.Unlock()
 			var rec map[string]any
-			if json.Unmarshal([]byte(line), &rec) == nil {
-				switch rec["msg"] {
-				case "listening":
+			if json.Unmarshal([]byte(line), &rec) != nil {
+				continue
+			}
+			switch rec["msg"] {
+			case "listening":
+				if !signalled {
 					s.Addr, _ = rec["addr"].(string)
 					s.URL = "http://" + s.Addr
-					if !signalled {
-						signalled = true
-						close(listening)
-					}
-				case "admin listening":
-					a, _ := rec["addr"].(string)
-					s.Admin = "http://" + a
+					signalled = true
+					close(listening)
 				}
+			case "admin listening":
+				a, _ := rec["addr"].(string)
+				s.mu.Lock()
+				s.Admin = "http://" + a
+				s.mu.Unlock()
 			}
 		}
 		s.cmd.Wait()
@@ -119,14 +133,20 @@ func Start(t *testing.T, args ...string) *Server {
 		s.Stop()
 		t.Logf("server log:\n%s", s.Logs())
 	})
+	return s, listening
+}
+
+// WaitListening waits up to limit for the listening record of a server
+// from StartAsync.
+func WaitListening(t *testing.T, s *Server, listening <-chan struct{}, limit time.Duration) {
+	t.Helper()
 	select {
 	case <-listening:
 	case <-s.exited:
 		t.Fatalf("server exited with %d before listening:\n%s", s.exitCode, s.Logs())
-	case <-time.After(30 * time.Second):
-		t.Fatalf("server did not listen within 30s:\n%s", s.Logs())
+	case <-time.After(limit):
+		t.Fatalf("server did not listen within %v:\n%s", limit, s.Logs())
 	}
-	return s
 }
 
 // Logs returns everything the server has logged so far.

@@ -507,7 +507,7 @@ func TestSupervise_SlowImport(t *testing.T) {
 	if err != nil || st.Source != "default" || startup < time.Minute {
 		t.Fatalf("--startup-timeout default = %v (%s, %v); want a generous default (>= 1m) for slow imports", st.Value, st.Source, err)
 	}
-	s, listening := supStartAsync(t, "--workers", "2", "sup_slowimport:app")
+	s, listening := StartAsync(t, "--workers", "2", "sup_slowimport:app")
 	admin := &http.Client{Timeout: 5 * time.Second}
 	probed := false
 	for !probed {
@@ -534,7 +534,7 @@ func TestSupervise_SlowImport(t *testing.T) {
 			}
 		}
 	}
-	supWaitListening(t, s, listening, startup+10*time.Second)
+	WaitListening(t, s, listening, startup+10*time.Second)
 	serving := supServing(s)
 	if len(serving) != 2 {
 		t.Fatalf("serving workers = %v; want 2", serving)
@@ -852,80 +852,11 @@ func TestSupervise_B28_QueuedInKernel(t *testing.T) {
 	}
 }
 
-// supStartAsync starts the binary as Start does but returns at once, with
-// a channel closed at the "listening" record: for tests that look at the
-// server while its workers start, or whose start takes longer than
-// Start's 30 s.
-func supStartAsync(t *testing.T, args ...string) (*Server, <-chan struct{}) {
-	t.Helper()
-	s := &Server{t: t, cmd: Command(t, args...), exited: make(chan struct{})}
-	stderr, err := s.cmd.StderrPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	s.cmd.Stdout = s.cmd.Stderr
-	if err := s.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	s.PID = s.cmd.Process.Pid
-	listening := make(chan struct{})
-	go func() {
-		sc := bufio.NewScanner(stderr)
-		sc.Buffer(make([]byte, 1<<20), 1<<24)
-		signalled := false
-		for sc.Scan() {
-			line := sc.Text()
-			s.mu.Lock()
-			s.logs.WriteString(line + "\n")
-			s.mu.Unlock()
-			var rec map[string]any
-			if json.Unmarshal([]byte(line), &rec) != nil {
-				continue
-			}
-			switch rec["msg"] {
-			case "listening":
-				if !signalled {
-					s.Addr, _ = rec["addr"].(string)
-					s.URL = "http://" + s.Addr
-					signalled = true
-					close(listening)
-				}
-			case "admin listening":
-				a, _ := rec["addr"].(string)
-				s.mu.Lock()
-				s.Admin = "http://" + a
-				s.mu.Unlock()
-			}
-		}
-		s.cmd.Wait()
-		s.exitCode = s.cmd.ProcessState.ExitCode()
-		close(s.exited)
-	}()
-	t.Cleanup(func() {
-		s.Stop()
-		t.Logf("server log:\n%s", s.Logs())
-	})
-	return s, listening
-}
-
-// adminURL is s.Admin, read under the lock supStartAsync writes it with.
+// adminURL is s.Admin, read under the lock StartAsync writes it with.
 func (s *Server) adminURL() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.Admin
-}
-
-// supWaitListening waits up to limit for the listening record of a
-// server from supStartAsync.
-func supWaitListening(t *testing.T, s *Server, listening <-chan struct{}, limit time.Duration) {
-	t.Helper()
-	select {
-	case <-listening:
-	case <-s.exited:
-		t.Fatalf("server exited with %d before listening:\n%s", s.exitCode, s.Logs())
-	case <-time.After(limit):
-		t.Fatalf("server did not listen within %v:\n%s", limit, s.Logs())
-	}
 }
 
 // supRecordTime is the time of a JSON log record.
@@ -1466,7 +1397,7 @@ func testEventsWhileOthersStart(t *testing.T, mode string) {
 	if mode == "max-requests" {
 		args = append([]string{"--max-requests", "5"}, args...)
 	}
-	s, listening := supStartAsync(t, args...)
+	s, listening := StartAsync(t, args...)
 	supWaitLog(t, s, 20*time.Second, 1, "worker ready")
 	waiting := func() int {
 		n := 0
@@ -1513,7 +1444,7 @@ func testEventsWhileOthersStart(t *testing.T, mode string) {
 	if err := os.WriteFile(release, nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	supWaitListening(t, s, listening, 20*time.Second)
+	WaitListening(t, s, listening, 20*time.Second)
 	if mode == "max-requests" {
 		supWaitLog(t, s, 20*time.Second, 1, "worker replaced", "cause", "max-requests", "old_pid", strconv.Itoa(victim))
 	}
