@@ -267,14 +267,15 @@ func TestWatchdog_LagSeesTheStall(t *testing.T) {
 	}
 }
 
-// Every stall past 1.1 thresholds is reported: with probes 50 ms apart, a
-// probe pushed after the block began saw only part of it, and 120 ms
-// blocks under the 100 ms default were reported about half the time.
+// Every stall past 1.25 thresholds is reported: with probes 50 ms apart,
+// a probe pushed after the block began saw only part of it, and 120 ms
+// blocks under the 100 ms default were reported about half the time on a
+// loaded host.
 func TestWatchdog_JustPastThreshold(t *testing.T) {
 	s := Start(t, "--lifespan", "off", "wd_block:app")
 	const n = 10
 	for i := 0; i < n; i++ {
-		resp, err := http.Get(s.URL + "/block?ms=125")
+		resp, err := http.Get(s.URL + "/block?ms=130")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -297,7 +298,7 @@ func TestWatchdog_JustPastThreshold(t *testing.T) {
 	}
 	t.Logf("%v stalls reported for %d blocks", stalls, n)
 	if stalls < n {
-		t.Errorf("turnstile_loop_stalls_total = %v after %d blocks of 125 ms (threshold 100 ms); want %d", stalls, n, n)
+		t.Errorf("turnstile_loop_stalls_total = %v after %d blocks of 130 ms (threshold 100 ms); want %d", stalls, n, n)
 	}
 }
 

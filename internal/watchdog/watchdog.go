@@ -49,13 +49,14 @@ const (
 	// SlowRequest.
 	SlowEvery = 100 * time.Millisecond
 	// ProbeEvery is how often a probe event is pushed to the loop, at
-	// most: a tenth of the stall threshold when that is shorter (not less
-	// than Tick). A stall is seen by a probe it holds up, and a probe
+	// most: a quarter of the stall threshold when that is shorter (not
+	// less than Tick). A stall is seen by a probe it holds up, and a probe
 	// pushed after the stall began measures only part of it: with probes
-	// 50 ms apart, a 120 ms block under the 100 ms default went unseen
-	// about half the time. A tenth bounds that part at 10 %: every stall
-	// of 1.1 thresholds is caught (the duration logged is measured from
-	// the heartbeat, whole).
+	// 50 ms apart, a 120 ms block under the 100 ms default could go
+	// unseen. A quarter bounds that part at 25 %: every stall of 1.25
+	// thresholds is caught (the duration logged is measured from the
+	// heartbeat, whole). A tenth caught 1.1 thresholds but cost 2.4 % CPU
+	// per request on ASGI hello (watchdog-cost-20261130T032220Z).
 	ProbeEvery = 50 * time.Millisecond
 	// MinStallThreshold is the shortest stall threshold: an idle loop
 	// turns only for a probe, pushed every ProbeEvery.
@@ -113,7 +114,7 @@ type Watchdog struct {
 	done    chan struct{}
 
 	startNs    int64                    // python.Now() at Start: earlier silence is not counted
-	probeEvery time.Duration            // ProbeEvery, or a tenth of a threshold below 500 ms
+	probeEvery time.Duration            // ProbeEvery, or a quarter of a threshold below 200 ms
 	slow       map[string]time.Duration // next report age per WSGI request key
 	sources    sourceCache
 }
@@ -166,7 +167,7 @@ func (w *Watchdog) Start() {
 	}
 	w.stop, w.done = make(chan struct{}), make(chan struct{})
 	w.startNs = python.Now()
-	w.probeEvery = min(ProbeEvery, max(Tick, w.StallThreshold/10))
+	w.probeEvery = min(ProbeEvery, max(Tick, w.StallThreshold/4))
 	w.slow = map[string]time.Duration{}
 	go w.run()
 }
