@@ -4,8 +4,9 @@
 // How a stall is caught (DESIGN.md, "The watchdog"):
 //
 //  1. The loop writes a heartbeat (monotonic ns, C memory) from its drain
-//     callback; this goroutine pushes a probe event every 50 ms so an idle
-//     loop turns too, and the time a probe waited is the loop lag.
+//     callback; this goroutine pushes a probe event every ProbeEvery (a
+//     quarter of the threshold, 50 ms at most) so an idle loop turns too,
+//     and the time a probe waited is the loop lag.
 //  2. A goroutine reads the heartbeat when it pushes a probe and when the
 //     oldest probe still queued reaches StallThreshold (it sleeps between,
 //     so a healthy loop costs one wake-up per probe). Past StallThreshold
@@ -284,15 +285,21 @@ func (w *Watchdog) run() {
 func (w *Watchdog) unseen(lag time.Duration) {
 	st := Stall{Start: time.Now().Add(-lag), DurationMS: float64(lag.Microseconds()) / 1000}
 	w.mu.Lock()
+	w.keepLocked(st, lag)
+	w.mu.Unlock()
+	w.Log.Warn("event loop stalled (seen after it ended: no stack sampled)", "loop", 0,
+		"duration_ms", st.DurationMS, "samples", 0)
+}
+
+// keepLocked records a finished stall of dur for /debug/stalls (the last
+// KeepStalls) and the metrics. w.mu held.
+func (w *Watchdog) keepLocked(st Stall, dur time.Duration) {
 	w.stalls = append(w.stalls, st)
 	if len(w.stalls) > KeepStalls {
 		w.stalls = w.stalls[len(w.stalls)-KeepStalls:]
 	}
-	w.mu.Unlock()
-	w.stallSecs.Add(lag.Seconds())
+	w.stallSecs.Add(dur.Seconds())
 	w.stallCount.Inc()
-	w.Log.Warn("event loop stalled (seen after it ended: no stack sampled)", "loop", 0,
-		"duration_ms", st.DurationMS, "samples", 0)
 }
 
 func (w *Watchdog) checkLoop(h asgi.Heartbeat, pending time.Duration) {
@@ -322,13 +329,8 @@ func (w *Watchdog) checkLoop(h asgi.Heartbeat, pending time.Duration) {
 		w.mu.Lock()
 		st := w.summary(cur, dur, false)
 		w.current = nil
-		w.stalls = append(w.stalls, st)
-		if len(w.stalls) > KeepStalls {
-			w.stalls = w.stalls[len(w.stalls)-KeepStalls:]
-		}
+		w.keepLocked(st, dur)
 		w.mu.Unlock()
-		w.stallSecs.Add(dur.Seconds())
-		w.stallCount.Inc()
 		w.logStall("event loop stalled", st)
 		return
 	}
