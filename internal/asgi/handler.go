@@ -62,7 +62,6 @@ type slot struct {
 	// bodyEOF: the loop has the whole request body; a want_body then asks
 	// to watch for the client leaving.
 	bodyEOF bool
-	addrs   reqblock.AddrCache
 }
 
 var slots struct {
@@ -346,11 +345,11 @@ func (s *slot) buildScope(r *http1.Request, rootPath string) ([]byte, int) {
 	} else {
 		add(scHTTPVersion, nil, []byte("1.1"))
 	}
-	s.addrs.Update(r)
-	add(scClientHost, nil, s.addrs.RemoteHost)
-	add(scClientPort, nil, s.addrs.RemotePort)
-	add(scServerHost, nil, s.addrs.LocalHost)
-	add(scServerPort, nil, s.addrs.LocalPort)
+	ac := r.Addrs()
+	add(scClientHost, nil, ac.RemoteHost)
+	add(scClientPort, nil, ac.RemotePort)
+	add(scServerHost, nil, ac.LocalHost)
+	add(scServerPort, nil, ac.LocalPort)
 	if r.Scheme == "https" { // TLS, or a trusted proxy said so (internal/proxy)
 		add(scScheme, nil, []byte("https"))
 	}

@@ -56,7 +56,8 @@ type Request struct {
 	// X-Forwarded-Proto/Forwarded says. "" means "http".
 	Scheme string
 
-	absHost []byte // authority of an absolute-form target, while parsing
+	absHost []byte    // authority of an absolute-form target, while parsing
+	addrs   *AddrText // the connection's (Addrs)
 }
 
 // HeaderValue returns the value of the first field named name (ASCII
@@ -182,7 +183,7 @@ func nextLine(head []byte) (line, rest []byte, err *protoError) {
 func parseHead(head []byte, r *Request) *protoError {
 	hdr := r.Header[:0]
 	body := r.Body
-	*r = Request{Header: hdr, Body: body, RemoteAddr: r.RemoteAddr, LocalAddr: r.LocalAddr}
+	*r = Request{Header: hdr, Body: body, RemoteAddr: r.RemoteAddr, LocalAddr: r.LocalAddr, addrs: r.addrs}
 
 	line, rest, perr := nextLine(head)
 	if perr != nil {

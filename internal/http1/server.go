@@ -353,6 +353,7 @@ type conn struct {
 
 	head    []byte // the current request head; Request slices point here
 	req     Request
+	addrs   AddrText // req.Addrs
 	body    Body
 	w       ResponseWriter
 	scratch []byte // for draining chunked bodies; allocated on first use
@@ -377,6 +378,7 @@ func (s *Server) newConn(rwc net.Conn, lim limits) *conn {
 	c.bw.Reset(&c.cw)
 	c.body.c = c
 	c.req.Body = &c.body
+	c.req.addrs = &c.addrs
 	// The addresses are taken in serve, on the connection's goroutine: a
 	// PROXY protocol connection (internal/proxy) reads its header to
 	// answer RemoteAddr, which must not hold up the accept loop.

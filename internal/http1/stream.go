@@ -67,13 +67,14 @@ type streamHandler struct {
 
 // stream is one HTTP/2 stream seen as a request.
 type stream struct {
-	s    *Server
-	lim  limits
-	hw   http.ResponseWriter
-	hr   *http.Request
-	req  Request
-	body Body
-	w    ResponseWriter
+	s     *Server
+	lim   limits
+	hw    http.ResponseWriter
+	hr    *http.Request
+	req   Request
+	addrs AddrText // req.Addrs
+	body  Body
+	w     ResponseWriter
 
 	aborted    bool      // Abort was called: reset the stream
 	readArmed  time.Time // when the read deadline was last set
@@ -105,7 +106,7 @@ func (st *stream) serve(h *streamHandler, hw http.ResponseWriter, hr *http.Reque
 	s := h.s
 	st.s, st.lim, st.hw, st.hr = s, h.lim, hw, hr
 	st.body = Body{st: st, max: max(s.MaxBodyBytes, 0)}
-	st.req = Request{Body: &st.body, RemoteAddr: h.remote, LocalAddr: h.local, Scheme: h.scheme}
+	st.req = Request{Body: &st.body, RemoteAddr: h.remote, LocalAddr: h.local, Scheme: h.scheme, addrs: &st.addrs}
 	st.w = ResponseWriter{st: st, req: &st.req, declared: -1}
 	req, w := &st.req, &st.w
 

@@ -9,10 +9,6 @@ package reqblock
 
 import (
 	"encoding/binary"
-	"net"
-	"strconv"
-
-	"turnstile/internal/http1"
 )
 
 // EntryHeaderBytes is the fixed part of an entry (TS_ENTRY_HDR in C).
@@ -33,43 +29,6 @@ func AppendEntry(b []byte, id uint16, key, val []byte) []byte {
 		b = append(b, key...)
 	}
 	return append(b, val...)
-}
-
-// AddrCache keeps the text of the last remote and local addresses seen: a
-// request slot is usually reused by the same connection.
-type AddrCache struct {
-	remote, local          net.Addr
-	RemoteHost, RemotePort []byte
-	LocalHost, LocalPort   []byte
-}
-
-// Update refreshes the cache for r's addresses.
-func (c *AddrCache) Update(r *http1.Request) {
-	if c.remote != r.RemoteAddr {
-		c.remote = r.RemoteAddr
-		c.RemoteHost, c.RemotePort = splitAddr(r.RemoteAddr)
-	}
-	if c.local != r.LocalAddr {
-		c.local = r.LocalAddr
-		c.LocalHost, c.LocalPort = splitAddr(r.LocalAddr)
-	}
-}
-
-func splitAddr(a net.Addr) (host, port []byte) {
-	if ta, ok := a.(*net.TCPAddr); ok {
-		return []byte(ta.IP.String()), strconv.AppendInt(nil, int64(ta.Port), 10)
-	}
-	if a == nil {
-		return nil, nil
-	}
-	if a.Network() == "unix" {
-		return []byte(a.String()), nil
-	}
-	h, p, err := net.SplitHostPort(a.String())
-	if err != nil {
-		return []byte(a.String()), nil
-	}
-	return []byte(h), []byte(p)
 }
 
 // HasPathPrefix reports whether path starts with the root path prefix at a

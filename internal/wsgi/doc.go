@@ -10,7 +10,8 @@
 //     with ", " (cookies "; "), names with "_" dropped. If the whole body is
 //     already buffered and at most MaxPrefetchBytes, it follows the block,
 //     so the app reads it without a callback.
-//  3. ts_pool_submit queues the job; the goroutine waits on its channel.
+//  3. ts_wsgi_submit copies the block into the C job and queues it (one
+//     cgo call); the goroutine waits on its channel.
 //  4. On a Python thread, wsgi_run (wsgi.c) enters a fresh
 //     contextvars.Context, turns the block into the environ dict in one
 //     pass, calls the app, and collects the body: blocks from a list or

@@ -54,7 +54,7 @@ var keyID = func() map[string]uint16 {
 // Variables") to b and returns it with the entry count. Everything that
 // can be done without the GIL is done here: percent-decoding, the HTTP_*
 // names, joining repeated fields.
-func buildEnviron(b []byte, r *http1.Request, scriptName []byte, ac *reqblock.AddrCache, scratch *[]byte) ([]byte, int) {
+func buildEnviron(b []byte, r *http1.Request, scriptName []byte, scratch *[]byte) ([]byte, int) {
 	n := 0
 	add := func(id uint16, key, val []byte) {
 		b = reqblock.AppendEntry(b, id, key, val)
@@ -80,7 +80,7 @@ func buildEnviron(b []byte, r *http1.Request, scriptName []byte, ac *reqblock.Ad
 	} else {
 		add(keyServerProtocol, nil, []byte("HTTP/1.1"))
 	}
-	ac.Update(r)
+	ac := r.Addrs()
 	add(keyRemoteAddr, nil, ac.RemoteHost)
 	add(keyRemotePort, nil, ac.RemotePort)
 

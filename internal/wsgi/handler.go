@@ -25,7 +25,6 @@ import (
 
 	"turnstile/internal/http1"
 	"turnstile/internal/python"
-	"turnstile/internal/reqblock"
 )
 
 // MaxPrefetchBytes bounds the body bytes handed to Python with the request
@@ -57,9 +56,11 @@ type Handler struct {
 	// Done, when set, is called after each request.
 	Done func(r *http1.Request, res Result)
 
-	mu    sync.Mutex
-	free  []*slot // guarded by mu
-	count int     // slots made, guarded by mu
+	mu      sync.Mutex
+	free    []*slot   // idle slots, the most recently used last; guarded by mu
+	count   int       // slots made, guarded by mu
+	lowFree int       // the fewest idle slots since the last trim, guarded by mu
+	sweep   sync.Once // starts sweepSlots (watch.go)
 }
 
 // AfterLoad is the C hook to pass as python.Config.AfterLoad.
@@ -79,60 +80,86 @@ func init() {
 // completion channel and the handle callbacks (and the dispatcher) use to
 // find it.
 type slot struct {
-	job    *C.ts_wsgi_job
-	done   chan struct{} // the job finished (done.go)
-	timer  *time.Timer   // QueueTimeout, reused
-	handle cgo.Handle
-	w      *http1.ResponseWriter
-	r      *http1.Request
-	h      *Handler
-	sync   atomic.Uint32 // written by callbacks, read after completion: orders their writes for the race detector
-	block  []byte
-	path   []byte
-	addrs  reqblock.AddrCache
-	werr   error // first write error in a callback
-	rerr   error // the body read error the app saw, if any
+	job     *C.ts_wsgi_job
+	done    chan struct{} // the job finished (done.go) or was withdrawn (expired)
+	expired atomic.Bool   // sweepSlots withdrew the job: answer 503 (watch.go)
+	meta    meta          // what Requests sees (watch.go)
+	handle  cgo.Handle
+	w       *http1.ResponseWriter
+	r       *http1.Request
+	h       *Handler
+	sync    atomic.Uint32 // written by callbacks, read after completion: orders their writes for the race detector
+	block   []byte
+	path    []byte
+	werr    error // first write error in a callback
+	rerr    error // the body read error the app saw, if any
 }
 
 var errSlot = errors.New("wsgi: cannot allocate a request slot")
 
 func (h *Handler) getSlot() (*slot, error) {
+	h.sweep.Do(func() { go h.sweepSlots() })
 	h.mu.Lock()
 	if n := len(h.free); n > 0 {
 		s := h.free[n-1]
 		h.free = h.free[:n-1]
+		h.lowFree = min(h.lowFree, n-1)
 		h.mu.Unlock()
 		return s, nil
 	}
 	h.count++
+	h.lowFree = 0
 	h.mu.Unlock()
 	job := C.ts_wsgi_job_new()
 	if job == nil {
+		h.mu.Lock()
+		h.count--
+		h.mu.Unlock()
 		return nil, errSlot
 	}
 	if err := startDispatcher(); err != nil {
+		C.ts_wsgi_job_free(job)
+		h.mu.Lock()
+		h.count--
+		h.mu.Unlock()
 		return nil, err
 	}
 	s := &slot{job: job, h: h, done: make(chan struct{}, 1)}
 	s.handle = cgo.NewHandle(s)
 	C.ts_wsgi_job_init(job, C.uintptr_t(s.handle))
+	register(s)
 	return s, nil
 }
 
-// MaxIdleSlots bounds the slots kept for reuse: each holds C buffers, and a burst of slow clients must not leave them all behind
-// (case B40: the worker's fd count returns to its baseline).
-const MaxIdleSlots = 32
+// MinIdleSlots is how many idle slots the trim leaves (watch.go). Every
+// slot a request frees is kept for the next one: making one costs C
+// allocations, a cgo.Handle and a channel, and with more requests in
+// flight than slots kept that was paid per request (measured, 32 kept on
+// WSGI hello: 13.1 µs of server CPU per request at 64 connections, 11.8
+// with all kept). Slots a burst left idle are freed by the trim instead.
+const MinIdleSlots = 32
+
+// MaxKeptBlockBytes bounds the request-block buffer an idle slot keeps (a
+// prefetched body makes it up to MaxPrefetchBytes plus the head); the C
+// buffers are trimmed alike (ts_wsgi_job_trim).
+const MaxKeptBlockBytes = MaxPrefetchBytes + 16<<10
 
 func (h *Handler) putSlot(s *slot) {
 	s.w, s.r, s.werr, s.rerr = nil, nil, nil, nil
-	h.mu.Lock()
-	if len(h.free) < MaxIdleSlots {
-		h.free = append(h.free, s)
-		h.mu.Unlock()
-		return
+	if cap(s.block) > MaxKeptBlockBytes {
+		s.block = nil
 	}
-	h.count--
+	if s.job.req_cap > C.TS_WSGI_KEEP_BYTES || s.job.head_cap > C.TS_WSGI_KEEP_BYTES || s.job.body_cap > C.TS_WSGI_KEEP_BYTES {
+		C.ts_wsgi_job_trim(s.job)
+	}
+	h.mu.Lock()
+	h.free = append(h.free, s)
 	h.mu.Unlock()
+}
+
+// freeSlot releases an idle slot for good.
+func freeSlot(s *slot) {
+	unregister(s)
 	s.handle.Delete()
 	C.ts_wsgi_job_free(s.job)
 }
@@ -150,8 +177,8 @@ func (h *Handler) ServeHTTP1(w *http1.ResponseWriter, r *http1.Request) {
 	start := time.Now()
 	res := Result{}
 	defer func() {
-		res.Duration = time.Since(start)
 		if h.Done != nil {
+			res.Duration = time.Since(start)
 			h.Done(r, res)
 		}
 	}()
@@ -169,7 +196,7 @@ func (h *Handler) ServeHTTP1(w *http1.ResponseWriter, r *http1.Request) {
 
 	// 1. The request block: environ entries, then the body if it is all
 	//    here and small (no callback is then needed to read it).
-	block, n := buildEnviron(s.block[:0], r, []byte(h.ScriptName), &s.addrs, &s.path)
+	block, n := buildEnviron(s.block[:0], r, []byte(h.ScriptName), &s.path)
 	bodyOff := len(block)
 	bodyDone := r.Body.Done()
 	if bodyDone {
@@ -207,34 +234,30 @@ func (h *Handler) ServeHTTP1(w *http1.ResponseWriter, r *http1.Request) {
 	}
 	preLen := len(block) - bodyOff
 	s.block = block
-	if C.ts_wsgi_reserve(job, C.size_t(len(block))) != 0 {
+
+	// 2. Submit: one short cgo call that copies the block and queues the
+	//    job; it never blocks and never attaches.
+	track(s, start)
+	defer untrack(s)
+	var blockPtr *C.char
+	if len(block) > 0 {
+		blockPtr = (*C.char)(unsafe.Pointer(&block[0]))
+	}
+	switch C.ts_wsgi_submit(job, blockPtr, C.size_t(len(block)), C.int(n), C.size_t(bodyOff),
+		C.size_t(preLen), boolInt(bodyDone), boolInt(string(r.Method) == "HEAD")) {
+	case C.TS_WSGI_SUBMIT_NOMEM:
 		res.Status = 503
 		w.WriteSimple(503, "text/plain; charset=utf-8", []byte("Service Unavailable\n"), []byte("Retry-After: 1\r\n"))
 		return
-	}
-	if len(block) > 0 {
-		C.memcpy(unsafe.Pointer(job.req), unsafe.Pointer(&block[0]), C.size_t(len(block)))
-	}
-	job.nentries = C.int(n)
-	job.body_off = C.size_t(bodyOff)
-	job.body_len = C.size_t(preLen)
-	job.body_done = boolInt(bodyDone)
-	job.is_head = boolInt(string(r.Method) == "HEAD")
-	C.ts_wsgi_submit_prepare(job)
-
-	// 2. Submit: one short cgo call, never blocks, never attaches.
-	job.base.started_ns = 0
-	track(s)
-	defer untrack(s)
-	if C.ts_pool_submit(&job.base) != 0 {
+	case C.TS_WSGI_SUBMIT_FULL:
 		res.Status, res.Rejected = 503, true
 		w.WriteSimple(503, "text/plain; charset=utf-8", []byte("Service Unavailable: request queue full\n"), []byte("Retry-After: 1\r\n"))
 		return
 	}
 
 	// 3. Wait for the job to finish (done.go); past QueueTimeout a
-	//    job still queued is withdrawn and answered 503.
-	if !s.wait(h.QueueTimeout) {
+	//    job still queued is withdrawn (watch.go) and answered 503.
+	if !s.wait() {
 		res.Status, res.Rejected = 503, true
 		w.WriteSimple(503, "text/plain; charset=utf-8", []byte("Service Unavailable: timed out waiting for a worker thread\n"), []byte("Retry-After: 1\r\n"))
 		return
@@ -249,28 +272,18 @@ func (h *Handler) ServeHTTP1(w *http1.ResponseWriter, r *http1.Request) {
 	res.Status = s.finish()
 }
 
-// wait blocks the goroutine (not an OS thread) until the job is done. With
-// a positive timeout it withdraws a job still queued at the deadline and
-// returns false.
-func (s *slot) wait(timeout time.Duration) bool {
-	if timeout > 0 {
-		if s.timer == nil {
-			s.timer = time.NewTimer(timeout)
-		} else {
-			s.timer.Reset(timeout)
-		}
-		select {
-		case <-s.done:
-			s.timer.Stop()
-			return true
-		case <-s.timer.C:
-		}
-		if C.ts_pool_cancel(&s.job.base) == 1 {
-			return false
-		}
-	}
+// wait blocks the goroutine (not an OS thread) until the job is done. It
+// returns false when sweepSlots (watch.go) withdrew the job
+// still queued.
+func (s *slot) wait() bool {
 	<-s.done
-	return true
+	return !s.expired.Swap(false)
+}
+
+// cancel withdraws the job if no thread has taken it yet, and reports
+// whether it did.
+func (s *slot) cancel() bool {
+	return C.ts_pool_cancel(&s.job.base) == 1
 }
 
 // writeHead sends the app's status line and headers; contentLength -1

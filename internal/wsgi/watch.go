@@ -1,6 +1,7 @@
 package wsgi
 
 import (
+	"slices"
 	"sync"
 	"time"
 )
@@ -13,38 +14,148 @@ type InFlight struct {
 	Thread int
 }
 
-var inflight struct {
-	mu sync.Mutex
-	m  map[*slot]InFlight
+// registry lists every slot that exists (getSlot to putSlot's free, which
+// is rare), for Requests and the queue-timeout sweep. A request marks its
+// own slot (track, untrack) under the slot's mutex, which nothing else
+// takes on the request's path: no map write, allocation or shared lock per
+// request. Lock order: registry.mu, then a slot's meta.mu.
+var registry struct {
+	mu    sync.Mutex
+	slots map[*slot]struct{} // guarded by mu
 }
 
-func track(s *slot) {
-	inflight.mu.Lock()
-	if inflight.m == nil {
-		inflight.m = make(map[*slot]InFlight)
+// meta is what Requests and the sweep see of a slot's request.
+type meta struct {
+	mu           sync.Mutex
+	active       bool // between track and untrack
+	start        time.Time
+	method, path []byte // copies, in buffers the slot reuses
+}
+
+func register(s *slot) {
+	registry.mu.Lock()
+	if registry.slots == nil {
+		registry.slots = make(map[*slot]struct{})
 	}
-	inflight.m[s] = InFlight{Method: string(s.r.Method), Path: string(s.r.Path), Start: time.Now(), Thread: -1}
-	inflight.mu.Unlock()
+	registry.slots[s] = struct{}{}
+	registry.mu.Unlock()
+}
+
+func unregister(s *slot) {
+	registry.mu.Lock()
+	delete(registry.slots, s)
+	registry.mu.Unlock()
+}
+
+// track marks s as serving s.r since start.
+func track(s *slot, start time.Time) {
+	m := &s.meta
+	m.mu.Lock()
+	m.active, m.start = true, start
+	m.method = append(m.method[:0], s.r.Method...)
+	m.path = append(m.path[:0], s.r.Path...)
+	m.mu.Unlock()
 }
 
 func untrack(s *slot) {
-	inflight.mu.Lock()
-	delete(inflight.m, s)
-	inflight.mu.Unlock()
+	s.meta.mu.Lock()
+	s.meta.active = false
+	s.meta.mu.Unlock()
 }
 
 // Requests returns the WSGI requests in flight. Thread is read from the C
 // job as it runs (a racy read of an int the pool thread wrote before it
 // started the job).
 func Requests() []InFlight {
-	inflight.mu.Lock()
-	defer inflight.mu.Unlock()
-	out := make([]InFlight, 0, len(inflight.m))
-	for s, r := range inflight.m {
-		if s.job.base.started_ns >= s.job.base.enqueued_ns && s.job.base.started_ns != 0 {
-			r.Thread = int(s.job.base.thread_index)
+	registry.mu.Lock()
+	defer registry.mu.Unlock()
+	var out []InFlight
+	for s := range registry.slots {
+		m := &s.meta
+		m.mu.Lock()
+		if m.active {
+			r := InFlight{Method: string(m.method), Path: string(m.path), Start: m.start, Thread: -1}
+			if s.job.base.started_ns >= s.job.base.enqueued_ns && s.job.base.started_ns != 0 {
+				r.Thread = int(s.job.base.thread_index)
+			}
+			out = append(out, r)
 		}
-		out = append(out, r)
+		m.mu.Unlock()
 	}
 	return out
+}
+
+// sweepEvery is how often sweepSlots runs for a handler whose
+// QueueTimeout is d: a tenth of it, between 5 ms and 1 s (1 s without a
+// timeout). A request past QueueTimeout is answered within that much after
+// it.
+func sweepEvery(d time.Duration) time.Duration {
+	if d <= 0 {
+		return time.Second
+	}
+	return min(max(d/10, 5*time.Millisecond), time.Second)
+}
+
+// trimEvery is how often idle slots are trimmed: those that stayed idle
+// for a whole period, above MinIdleSlots, are freed.
+const trimEvery = time.Second
+
+// sweepSlots runs for ever, one goroutine per handler (instead of a timer
+// armed and stopped per request). Each tick it answers the requests that
+// have waited for a pool thread longer than h.QueueTimeout: a job still
+// in the queue is withdrawn (ts_pool_cancel) and its goroutine woken with
+// expired set, to answer 503. Every trimEvery it frees the idle slots no
+// request needed since the last trim.
+func (h *Handler) sweepSlots() {
+	lastTrim := time.Now()
+	for now := range time.Tick(sweepEvery(h.QueueTimeout)) {
+		if h.QueueTimeout > 0 {
+			h.expireQueued(now)
+		}
+		if now.Sub(lastTrim) >= trimEvery {
+			lastTrim = now
+			h.trim()
+		}
+	}
+}
+
+func (h *Handler) expireQueued(now time.Time) {
+	registry.mu.Lock()
+	defer registry.mu.Unlock()
+	for s := range registry.slots {
+		if s.h != h {
+			continue
+		}
+		m := &s.meta
+		m.mu.Lock()
+		// Under m.mu the slot cannot finish this request and start
+		// another: the job withdrawn is the one that started at m.start.
+		// A job a thread took already is not withdrawn.
+		if m.active && now.Sub(m.start) >= h.QueueTimeout && s.cancel() {
+			s.expired.Store(true)
+			select { // a withdrawn job never completes: the buffer is free
+			case s.done <- struct{}{}:
+			default:
+			}
+		}
+		m.mu.Unlock()
+	}
+}
+
+// trim frees the idle slots, above MinIdleSlots, that stayed idle since
+// the last trim: the oldest of the free list, which is used from its end.
+func (h *Handler) trim() {
+	h.mu.Lock()
+	n := h.lowFree - MinIdleSlots
+	var cold []*slot
+	if n > 0 {
+		cold = slices.Clone(h.free[:n])
+		h.free = slices.Delete(h.free, 0, n)
+		h.count -= n
+	}
+	h.lowFree = len(h.free)
+	h.mu.Unlock()
+	for _, s := range cold {
+		freeSlot(s)
+	}
 }

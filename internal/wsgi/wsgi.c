@@ -89,15 +89,45 @@ ts_wsgi_job_free(ts_wsgi_job *job)
     free(job);
 }
 
-int
-ts_wsgi_reserve(ts_wsgi_job *job, size_t need)
+/* ts_wsgi_job_trim frees the buffers of an idle job that grew past
+ * TS_WSGI_KEEP_BYTES (a large request block or response), so that the
+ * slots kept for reuse hold little memory; every write grows its buffer
+ * first (ts_buf_reserve, ts_buf_grow), so a freed one comes back on use. */
+void
+ts_wsgi_job_trim(ts_wsgi_job *job)
 {
-    return ts_buf_reserve(&job->req, &job->req_cap, need);
+    if (job->req_cap > TS_WSGI_KEEP_BYTES) {
+        free(job->req);
+        job->req = NULL;
+        job->req_cap = 0;
+    }
+    if (job->head_cap > TS_WSGI_KEEP_BYTES) {
+        free(job->head);
+        job->head = NULL;
+        job->head_cap = 0;
+    }
+    if (job->body_cap > TS_WSGI_KEEP_BYTES) {
+        free(job->body);
+        job->body = NULL;
+        job->body_cap = 0;
+    }
 }
 
-void
-ts_wsgi_submit_prepare(ts_wsgi_job *job)
+int
+ts_wsgi_submit(ts_wsgi_job *job, const char *block, size_t len, int nentries,
+               size_t body_off, size_t body_len, int body_done, int is_head)
 {
+    if (ts_buf_reserve(&job->req, &job->req_cap, len) != 0) {
+        return TS_WSGI_SUBMIT_NOMEM;
+    }
+    if (len > 0) {
+        memcpy(job->req, block, len);
+    }
+    job->nentries = nentries;
+    job->body_off = body_off;
+    job->body_len = body_len;
+    job->body_done = body_done;
+    job->is_head = is_head;
     job->status = 0;
     job->status_len = 0;
     job->header_len = 0;
@@ -110,6 +140,11 @@ ts_wsgi_submit_prepare(ts_wsgi_job *job)
     job->file_offset = 0;
     job->file_count = 0;
     job->error = NULL;
+    job->base.started_ns = 0;
+    if (ts_pool_submit(&job->base) != 0) {
+        return TS_WSGI_SUBMIT_FULL;
+    }
+    return 0;
 }
 
 /* build_environ returns a new dict: the template, then every entry of the
