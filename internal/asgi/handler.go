@@ -17,6 +17,7 @@ import (
 	"unsafe"
 
 	"turnstile/internal/http1"
+	"turnstile/internal/inflight"
 	"turnstile/internal/reqblock"
 )
 
@@ -54,7 +55,8 @@ type Handler struct {
 // slot is the Go half of a C ts_asgi_slot: its wake-up channel and scratch space.
 type slot struct {
 	c     *C.ts_asgi_slot
-	ready chan struct{} // the loop has something for Go (ready.go)
+	ready chan struct{}   // the loop has something for Go (ready.go)
+	rec   inflight.Record // the request being served, for Requests (watch.go)
 	block []byte
 	path  []byte
 	lower []byte
@@ -122,8 +124,8 @@ func (h *Handler) ServeHTTP1(w *http1.ResponseWriter, r *http1.Request) {
 	}
 	gen := C.ts_asgi_begin(s.c)
 	defer C.ts_asgi_release(s.c)
-	track(s, r.Method, r.Path)
-	defer untrack(s)
+	s.rec.Begin(start, r.Method, r.Path)
+	defer s.rec.End()
 
 	// 1. The scope block, and the body if it is all here and small.
 	block, n := s.buildScope(r, h.RootPath)

@@ -6,7 +6,6 @@ package asgi
 import "C"
 
 import (
-	"sync"
 	"time"
 	"unsafe"
 )
@@ -46,34 +45,17 @@ type InFlight struct {
 	Start        time.Time
 }
 
-var inflight struct {
-	mu sync.Mutex
-	m  map[*slot]InFlight
-}
-
-func track(s *slot, method, path []byte) {
-	inflight.mu.Lock()
-	if inflight.m == nil {
-		inflight.m = make(map[*slot]InFlight)
-	}
-	inflight.m[s] = InFlight{Method: string(method), Path: string(path), Start: time.Now()}
-	inflight.mu.Unlock()
-}
-
-func untrack(s *slot) {
-	inflight.mu.Lock()
-	delete(inflight.m, s)
-	inflight.mu.Unlock()
-}
-
 // Requests returns the requests in flight on the loop, oldest first.
 func Requests() []InFlight {
-	inflight.mu.Lock()
-	out := make([]InFlight, 0, len(inflight.m))
-	for _, r := range inflight.m {
-		out = append(out, r)
+	slots.mu.Lock()
+	all := slots.all
+	slots.mu.Unlock()
+	var out []InFlight
+	for _, s := range all { // slots are never freed: all stays valid
+		s.rec.Read(func(method, path []byte, start time.Time) {
+			out = append(out, InFlight{Method: string(method), Path: string(path), Start: start})
+		})
 	}
-	inflight.mu.Unlock()
 	for i := 1; i < len(out); i++ {
 		for j := i; j > 0 && out[j].Start.Before(out[j-1].Start); j-- {
 			out[j], out[j-1] = out[j-1], out[j]

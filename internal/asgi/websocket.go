@@ -285,8 +285,8 @@ func (h *Handler) serveWebSocket(w *http1.ResponseWriter, r *http1.Request) {
 			C.ts_asgi_release(s.c)
 		}
 	}()
-	track(s, r.Method, r.Path)
-	defer untrack(s)
+	s.rec.Begin(time.Now(), r.Method, r.Path)
+	defer s.rec.End()
 	cfg := &h.ws().cfg
 
 	block, n := s.buildScope(r, h.RootPath)

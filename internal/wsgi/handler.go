@@ -24,6 +24,7 @@ import (
 	"unsafe"
 
 	"turnstile/internal/http1"
+	"turnstile/internal/inflight"
 	"turnstile/internal/python"
 )
 
@@ -81,9 +82,9 @@ func init() {
 // find it.
 type slot struct {
 	job     *C.ts_wsgi_job
-	done    chan struct{} // the job finished (done.go) or was withdrawn (expired)
-	expired atomic.Bool   // sweepSlots withdrew the job: answer 503 (watch.go)
-	meta    meta          // what Requests sees (watch.go)
+	done    chan struct{}   // the job finished (done.go) or was withdrawn (expired)
+	expired atomic.Bool     // sweepSlots withdrew the job: answer 503 (watch.go)
+	rec     inflight.Record // what Requests sees (watch.go)
 	handle  cgo.Handle
 	w       *http1.ResponseWriter
 	r       *http1.Request
@@ -237,8 +238,8 @@ func (h *Handler) ServeHTTP1(w *http1.ResponseWriter, r *http1.Request) {
 
 	// 2. Submit: one short cgo call that copies the block and queues the
 	//    job; it never blocks and never attaches.
-	track(s, start)
-	defer untrack(s)
+	s.rec.Begin(start, r.Method, r.Path)
+	defer s.rec.End()
 	var blockPtr *C.char
 	if len(block) > 0 {
 		blockPtr = (*C.char)(unsafe.Pointer(&block[0]))

@@ -14,22 +14,12 @@ type InFlight struct {
 	Thread int
 }
 
-// registry lists every slot that exists (getSlot to putSlot's free, which
-// is rare), for Requests and the queue-timeout sweep. A request marks its
-// own slot (track, untrack) under the slot's mutex, which nothing else
-// takes on the request's path: no map write, allocation or shared lock per
-// request. Lock order: registry.mu, then a slot's meta.mu.
+// registry lists every slot that exists (getSlot to freeSlot, which is
+// rare), for Requests and sweepSlots. A request marks its own slot's
+// inflight.Record. Lock order: registry.mu, then a record's.
 var registry struct {
 	mu    sync.Mutex
 	slots map[*slot]struct{} // guarded by mu
-}
-
-// meta is what Requests and the sweep see of a slot's request.
-type meta struct {
-	mu           sync.Mutex
-	active       bool // between track and untrack
-	start        time.Time
-	method, path []byte // copies, in buffers the slot reuses
 }
 
 func register(s *slot) {
@@ -47,22 +37,6 @@ func unregister(s *slot) {
 	registry.mu.Unlock()
 }
 
-// track marks s as serving s.r since start.
-func track(s *slot, start time.Time) {
-	m := &s.meta
-	m.mu.Lock()
-	m.active, m.start = true, start
-	m.method = append(m.method[:0], s.r.Method...)
-	m.path = append(m.path[:0], s.r.Path...)
-	m.mu.Unlock()
-}
-
-func untrack(s *slot) {
-	s.meta.mu.Lock()
-	s.meta.active = false
-	s.meta.mu.Unlock()
-}
-
 // Requests returns the WSGI requests in flight. Thread is read from the C
 // job as it runs (a racy read of an int the pool thread wrote before it
 // started the job).
@@ -71,16 +45,13 @@ func Requests() []InFlight {
 	defer registry.mu.Unlock()
 	var out []InFlight
 	for s := range registry.slots {
-		m := &s.meta
-		m.mu.Lock()
-		if m.active {
-			r := InFlight{Method: string(m.method), Path: string(m.path), Start: m.start, Thread: -1}
+		s.rec.Read(func(method, path []byte, start time.Time) {
+			r := InFlight{Method: string(method), Path: string(path), Start: start, Thread: -1}
 			if s.job.base.started_ns >= s.job.base.enqueued_ns && s.job.base.started_ns != 0 {
 				r.Thread = int(s.job.base.thread_index)
 			}
 			out = append(out, r)
-		}
-		m.mu.Unlock()
+		})
 	}
 	return out
 }
@@ -126,19 +97,18 @@ func (h *Handler) expireQueued(now time.Time) {
 		if s.h != h {
 			continue
 		}
-		m := &s.meta
-		m.mu.Lock()
-		// Under m.mu the slot cannot finish this request and start
-		// another: the job withdrawn is the one that started at m.start.
-		// A job a thread took already is not withdrawn.
-		if m.active && now.Sub(m.start) >= h.QueueTimeout && s.cancel() {
-			s.expired.Store(true)
-			select { // a withdrawn job never completes: the buffer is free
-			case s.done <- struct{}{}:
-			default:
+		// Under the record's lock the slot cannot finish this request
+		// and begin another: the job withdrawn is the one that started
+		// at start. A job a thread took already is not withdrawn.
+		s.rec.Read(func(_, _ []byte, start time.Time) {
+			if now.Sub(start) >= h.QueueTimeout && s.cancel() {
+				s.expired.Store(true)
+				select { // a withdrawn job never completes: the buffer is free
+				case s.done <- struct{}{}:
+				default:
+				}
 			}
-		}
-		m.mu.Unlock()
+		})
 	}
 }
 
