@@ -7,8 +7,9 @@
 //
 //  1. A handler goroutine fills a C-allocated job (ts_job, embedded in the
 //     interface's own job type) and calls ts_pool_submit: one short cgo
-//     call that locks the queue, appends, signals an idle thread and
-//     returns. A full queue returns -1 (the caller answers 503).
+//     call that locks the queue, appends, wakes a parked thread (its own
+//     semaphore; pool.c says why not a condition variable) and returns. A
+//     full queue returns -1 (the caller answers 503).
 //  2. A pool thread (pthread "ts-py-N", created in pool.c, attached to its
 //     own PyThreadState for life) pops the job. If it had gone idle it
 //     attaches through ts_thread_attach, which times the GIL wait; if it
@@ -17,9 +18,10 @@
 //  3. job->run executes attached. It may detach around C→Go calls for
 //     blocking I/O (body reads, socket writes), never holding the GIL
 //     across them.
-//  4. run writes the job's eventfd. The handler goroutine, blocked in a
-//     read of that eventfd through Go's netpoller (no OS thread blocked),
-//     wakes and finishes the response in Go.
+//  4. run lists the job on the done list (ts_job_done); the dispatcher
+//     goroutine, reading the list's eventfd through Go's netpoller (no OS
+//     thread blocked), wakes the handler goroutine, which finishes the
+//     response in Go.
 //
 // Threads: only threads this package creates attach through the pair.
 // Threads the app starts attach on their own (PyGILState), and CPython
