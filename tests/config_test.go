@@ -316,6 +316,13 @@ func TestConfig_BadValues(t *testing.T) {
 			"turnstile: " + file + `: backlog = "big": want an integer`,
 			"turnstile: " + file + `: reload-include: want an array, like ["*.txt"]`,
 		}},
+		// NaN, the infinities and more than a Duration holds wrapped to
+		// about -292 years ("no limit" for --queue-timeout) before.
+		{"seconds-nan", cfEnv(), []string{"--queue-timeout=NaN"}, []string{`turnstile: invalid argument "NaN" for "--queue-timeout" flag: want seconds or a duration like 30s`}},
+		{"seconds-huge", cfEnv("TURNSTILE_GRACEFUL_TIMEOUT=1e100", "TURNSTILE_QUEUE_TIMEOUT=inf"), nil, []string{
+			`turnstile: TURNSTILE_GRACEFUL_TIMEOUT="1e100": want seconds or a duration like 30s`,
+			`turnstile: TURNSTILE_QUEUE_TIMEOUT="inf": want seconds or a duration like 30s`,
+		}},
 		{"umask", cfEnv("TURNSTILE_UMASK=999"), nil, []string{`turnstile: TURNSTILE_UMASK "999": want an octal mask like 0o22 or 027 (at most 0777)`}},
 		{"user", cfEnv(), []string{"--user", "no-such-user-here"}, []string{`turnstile: --user "no-such-user-here": no such user`}},
 	}

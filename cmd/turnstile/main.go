@@ -6,6 +6,7 @@ package main
 
 import (
 	"fmt"
+	"math"
 	"os"
 	"strconv"
 	"strings"
@@ -175,6 +176,11 @@ func (s secondsValue) String() string {
 
 func (s secondsValue) Set(v string) error {
 	if f, err := strconv.ParseFloat(v, 64); err == nil {
+		// NaN, the infinities and more seconds than a Duration holds
+		// (about 292 years) would wrap to a negative duration.
+		if math.IsNaN(f) || math.Abs(f) >= float64(math.MaxInt64)/float64(time.Second) {
+			return fmt.Errorf("want seconds or a duration like 30s")
+		}
 		*s.d = time.Duration(f * float64(time.Second))
 		return nil
 	}

@@ -290,10 +290,8 @@ func parseHead(head []byte, r *Request) *protoError {
 	if hosts == 0 && r.ProtoMinor == 1 {
 		return errNoHost
 	}
-	for _, c := range r.Host {
-		if !isHostChar[c] {
-			return errBadHost
-		}
+	if !validHost(r.Host) {
+		return errBadHost
 	}
 	if r.absHost != nil {
 		r.Host = r.absHost // RFC 9112 §3.2.2: absolute-form wins over Host
@@ -459,15 +457,43 @@ func splitAbsolute(t []byte) (host, rest []byte, ok bool) {
 		}
 	}
 	host = a[:end]
-	if len(host) == 0 {
+	if len(host) == 0 || !validHost(host) {
 		return nil, nil, false
 	}
-	for _, c := range host {
+	return host, a[end:], true
+}
+
+// validHost reports whether h is uri-host [ ":" port ] (RFC 3986 §3.2.2,
+// §3.2.3; port = *DIGIT): host characters only, an IP literal in
+// brackets, and at most one ":" outside them, followed by digits. An empty
+// h is valid (HTTP/1.0 without Host).
+func validHost(h []byte) bool {
+	for _, c := range h {
 		if !isHostChar[c] {
-			return nil, nil, false
+			return false
 		}
 	}
-	return host, a[end:], true
+	rest := h
+	if len(h) > 0 && h[0] == '[' {
+		end := bytes.IndexByte(h, ']')
+		if end < 0 || bytes.IndexByte(h[1:end], '[') >= 0 {
+			return false
+		}
+		rest = h[end+1:]
+		if len(rest) > 0 && rest[0] != ':' {
+			return false
+		}
+	} else if bytes.IndexAny(h, "[]") >= 0 {
+		return false
+	}
+	if i := bytes.IndexByte(rest, ':'); i >= 0 {
+		for _, c := range rest[i+1:] { // the port: digits only (a second ":" too is refused)
+			if !isDigit(c) {
+				return false
+			}
+		}
+	}
+	return true
 }
 
 func isDigit(c byte) bool { return '0' <= c && c <= '9' }

@@ -63,6 +63,33 @@ func TestRFC9112_ParseHead(t *testing.T) {
 	})
 }
 
+// TestRFC9112_HostValue: RFC 9112 §3.2 answers 400 to "a Host header
+// field with an invalid field value": uri-host [ ":" port ] with port =
+// *DIGIT (RFC 3986 §3.2.3), in the Host field and in an absolute-form
+// target alike. A review sent "Host: EXAMPLE.com:abc" and got 200.
+func TestRFC9112_HostValue(t *testing.T) {
+	for h, ok := range map[string]bool{
+		"a": true, "example.com:80": true, "example.com:": true, "[::1]": true,
+		"[::1]:8080": true, "1.2.3.4:1": true, "x:99999": true,
+		"EXAMPLE.com:abc": false, "a:b:80": false, "[::1]x": false, "[::1": false,
+		"a]b": false, "[a[b]": false, "h:8a": false, "::1": false,
+	} {
+		for _, head := range []string{
+			"GET / HTTP/1.1\r\nHost: " + h + "\r\n\r\n",
+			"GET http://" + h + "/p HTTP/1.1\r\nHost: x\r\n\r\n",
+		} {
+			var r Request
+			perr := parseHead([]byte(head), &r)
+			if ok && perr != nil {
+				t.Errorf("%q: %v, want accepted", head, perr)
+			}
+			if !ok && perr == nil {
+				t.Errorf("%q: accepted, want 400", head)
+			}
+		}
+	}
+}
+
 // TestRFC9112_Chunked drives the decoder directly, including the Buffered/
 // Consume/Done fast path and the 413 bound.
 func TestRFC9112_Chunked(t *testing.T) {

@@ -212,10 +212,8 @@ func (st *stream) build() *protoError {
 	if host == "" {
 		return errNoHost
 	}
-	for i := 0; i < len(host); i++ {
-		if !isHostChar[host[i]] {
-			return errBadHost
-		}
+	if !validHost([]byte(host)) {
+		return errBadHost
 	}
 	r.Host = []byte(host)
 

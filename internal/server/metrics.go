@@ -84,6 +84,9 @@ func (m *metrics) observe(res wsgi.Result) {
 	m.requests.WithLabelValues(code).Inc()
 	if res.Rejected {
 		m.rejected.Inc()
+		if res.QueueWait > 0 { // answered 503 by --queue-timeout: it waited that long
+			m.queueWait.Observe(res.QueueWait.Seconds())
+		}
 		return
 	}
 	m.duration.Observe(res.Duration.Seconds())

@@ -1,6 +1,8 @@
 package wsgi
 
 import (
+	"strconv"
+
 	"turnstile/internal/http1"
 	"turnstile/internal/reqblock"
 )
@@ -104,11 +106,22 @@ func buildEnviron(b []byte, r *http1.Request, scriptName []byte, scratch *[]byte
 		}
 		add(keyServerPort, nil, p)
 	} else {
+		// No Host (HTTP/1.0): the local address. On a Unix socket that
+		// has no port, the scheme's default: PEP 3333 says SERVER_NAME
+		// and SERVER_PORT are never empty.
 		add(keyServerName, nil, ac.LocalHost)
-		add(keyServerPort, nil, ac.LocalPort)
+		p := ac.LocalPort
+		if len(p) == 0 {
+			p = []byte("80")
+			if https {
+				p = []byte("443")
+			}
+		}
+		add(keyServerPort, nil, p)
 	}
 
 	var keybuf [128]byte
+	var clbuf [20]byte
 	for i := range r.Header {
 		name := r.Header[i].Name
 		if reqblock.IndexByte(name, '_') >= 0 {
@@ -140,7 +153,12 @@ func buildEnviron(b []byte, r *http1.Request, scriptName []byte, scratch *[]byte
 		case "HTTP_CONTENT_TYPE":
 			id, key = keyContentType, nil
 		case "HTTP_CONTENT_LENGTH":
+			// The length http1 framed the body with, one number: repeated
+			// equal values ("2, 2", RFC 9110 §8.6) are not joined.
 			id, key = keyContentLength, nil
+			val = strconv.AppendInt(clbuf[:0], r.ContentLength, 10)
+		case "HTTP_HOST":
+			val = r.Host // an absolute-form target's authority wins (RFC 9112 §3.2.2)
 		}
 		add(id, key, val)
 	}

@@ -260,6 +260,7 @@ func (h *Handler) ServeHTTP1(w *http1.ResponseWriter, r *http1.Request) {
 	//    job still queued is withdrawn (watch.go) and answered 503.
 	if !s.wait() {
 		res.Status, res.Rejected = 503, true
+		res.QueueWait = time.Since(start) // all of it was spent queued
 		w.WriteSimple(503, "text/plain; charset=utf-8", []byte("Service Unavailable: timed out waiting for a worker thread\n"), []byte("Retry-After: 1\r\n"))
 		return
 	}

@@ -625,6 +625,14 @@ add_header(ts_wsgi_job *job, PyObject *item, size_t *hlen)
         if (ts_parse_content_length(val, vlen, &n) < 0) {
             goto done;
         }
+        if (job->content_length >= 0 && job->content_length != n) {
+            /* RFC 9110 §8.6: one length; two that differ would frame the
+             * response wrongly whichever was sent. */
+            PyErr_Format(PyExc_ValueError,
+                         "conflicting Content-Length headers: %lld and %lld",
+                         (long long)job->content_length, (long long)n);
+            goto done;
+        }
         job->content_length = n;
         rc = 0;
         goto done;  /* the server writes Content-Length itself */
