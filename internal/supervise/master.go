@@ -575,6 +575,9 @@ func (m *Master) onReady(p *proc) {
 			}
 		}
 		m.phase = phaseRunning
+		// The admin handlers see it before anyone who reads "listening"
+		// asks /readyz (the loop publishes again after this event anyway).
+		m.publish()
 		t := m.cfg.TLS()
 		m.log.Info("listening", "addr", m.addr, "workers", m.want, "http", m.cfg.HTTP, "tls", tlsconf.Describe(&t))
 		m.notifyReady()
