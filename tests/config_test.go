@@ -6,7 +6,6 @@ package tests
 // i.e. --root-path, and its ids).
 
 import (
-	"bufio"
 	"bytes"
 	"encoding/json"
 	"os"
@@ -108,61 +107,8 @@ func cfWriteFile(t *testing.T, text string) string {
 // for its "listening" record, as Start does for the harness's command.
 func cfStartCmd(t *testing.T, cmd *exec.Cmd) *Server {
 	t.Helper()
-	s := &Server{t: t, cmd: cmd, exited: make(chan struct{})}
-	stderr, err := cmd.StderrPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd.Stdout = cmd.Stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	s.PID = cmd.Process.Pid
-	listening := make(chan struct{})
-	go func() {
-		sc := bufio.NewScanner(stderr)
-		sc.Buffer(make([]byte, 1<<20), 1<<24)
-		signalled := false
-		for sc.Scan() {
-			line := sc.Text()
-			s.mu.Lock()
-			s.logs.WriteString(line + "\n")
-			s.mu.Unlock()
-			var rec map[string]any
-			if json.Unmarshal([]byte(line), &rec) == nil {
-				switch rec["msg"] {
-				case "listening":
-					s.mu.Lock()
-					s.Addr, _ = rec["addr"].(string)
-					s.URL = "http://" + s.Addr
-					s.mu.Unlock()
-					if !signalled {
-						signalled = true
-						close(listening)
-					}
-				case "admin listening":
-					a, _ := rec["addr"].(string)
-					s.mu.Lock()
-					s.Admin = "http://" + a
-					s.mu.Unlock()
-				}
-			}
-		}
-		cmd.Wait()
-		s.exitCode = cmd.ProcessState.ExitCode()
-		close(s.exited)
-	}()
-	t.Cleanup(func() {
-		s.Stop()
-		t.Logf("server log:\n%s", s.Logs())
-	})
-	select {
-	case <-listening:
-	case <-s.exited:
-		t.Fatalf("server exited with %d before listening:\n%s", s.exitCode, s.Logs())
-	case <-time.After(60 * time.Second):
-		t.Fatalf("server did not listen within 60s:\n%s", s.Logs())
-	}
+	s, listening := startCmd(t, cmd)
+	WaitListening(t, s, listening, 60*time.Second)
 	return s
 }
 

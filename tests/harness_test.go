@@ -86,7 +86,14 @@ func Start(t *testing.T, args ...string) *Server {
 // Start's 30 s.
 func StartAsync(t *testing.T, args ...string) (*Server, <-chan struct{}) {
 	t.Helper()
-	s := &Server{t: t, cmd: Command(t, args...), exited: make(chan struct{})}
+	return startCmd(t, Command(t, args...))
+}
+
+// startCmd starts cmd (a turnstile, possibly behind a wrapper) as
+// StartAsync does.
+func startCmd(t *testing.T, cmd *exec.Cmd) (*Server, <-chan struct{}) {
+	t.Helper()
+	s := &Server{t: t, cmd: cmd, exited: make(chan struct{})}
 	stderr, err := s.cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -112,9 +119,11 @@ func StartAsync(t *testing.T, args ...string) (*Server, <-chan struct{}) {
 			}
 			switch rec["msg"] {
 			case "listening":
+				s.mu.Lock()
+				s.Addr, _ = rec["addr"].(string)
+				s.URL = "http://" + s.Addr
+				s.mu.Unlock()
 				if !signalled {
-					s.Addr, _ = rec["addr"].(string)
-					s.URL = "http://" + s.Addr
 					signalled = true
 					close(listening)
 				}
