@@ -3,6 +3,10 @@ package tests
 import (
 	"io"
 	"net/http"
+	"os"
+	"regexp"
+	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -53,4 +57,83 @@ func TestGILWait_CountsWaitsInsideCPython(t *testing.T) {
 			t.Errorf("a request waited %.1f ms for the GIL; want most of the other's 200 ms (waits inside CPython counted)", w)
 		}
 	}
+}
+
+// Fresh work goes before a CPU-bound view's next turn (issue 4, the mixed
+// workload). Two requests run 600 ms of Python CPU on two of four pool
+// threads; meanwhile short requests arrive one at a time. A hog that
+// CPython's switch interval made drop the GIL, woken while a thread waits
+// to attach with a fresh request, lets that thread take the GIL first
+// (internal/python/gilwait.c): turnstile_gil_passes_total counts it. With
+// TURNSTILE_POOL_TURN=0 (CPython's own hand-off) it stays 0. The
+// latencies are logged, not judged: bench/mixed measures them.
+func TestTurnstile_FreshWorkPassesCPUHogs(t *testing.T) {
+	for _, arm := range []struct {
+		name string
+		env  []string
+	}{{"on", nil}, {"off", []string{"TURNSTILE_POOL_TURN=0"}}} {
+		t.Run(arm.name, func(t *testing.T) {
+			cmd := Command(t, "--blocking-threads", "4", "gil_busy:app")
+			cmd.Env = append(os.Environ(), arm.env...)
+			s, listening := startCmd(t, cmd)
+			WaitListening(t, s, listening, 30*time.Second)
+			get := func(q string) {
+				resp, err := http.Get(s.URL + "/busy?" + q)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+				if resp.StatusCode != 200 {
+					t.Errorf("/busy?%s: %d", q, resp.StatusCode)
+				}
+			}
+			var wg sync.WaitGroup
+			for i := 0; i < 2; i++ {
+				wg.Add(1)
+				go func() { defer wg.Done(); get("600") }()
+			}
+			time.Sleep(100 * time.Millisecond)
+			var lat []time.Duration
+			for i := 0; i < 40; i++ {
+				t0 := time.Now()
+				get("0.2")
+				lat = append(lat, time.Since(t0))
+			}
+			wg.Wait()
+			slices.Sort(lat)
+			passes := metricSum(t, s, "turnstile_gil_passes_total")
+			t.Logf("fast requests beside two CPU hogs: median %v, max %v; GIL passes %v", lat[len(lat)/2], lat[len(lat)-1], passes)
+			if arm.name == "on" && passes == 0 {
+				t.Errorf("turnstile_gil_passes_total = 0; want hogs woken mid-job to let the fresh requests go first")
+			}
+			if arm.name == "off" && passes != 0 {
+				t.Errorf("turnstile_gil_passes_total = %v with TURNSTILE_POOL_TURN=0; want 0", passes)
+			}
+		})
+	}
+}
+
+// metricSum is the sum of a metric's samples over all label sets, from
+// the master's admin /metrics.
+func metricSum(t *testing.T, s *Server, name string) float64 {
+	t.Helper()
+	resp, err := adminClient.Get(s.Admin + "/metrics")
+	if err != nil {
+		t.Fatalf("GET /metrics: %v", err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	re := regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(name) + `(?:\{[^}]*\})? (\S+)$`)
+	ms := re.FindAllStringSubmatch(string(b), -1)
+	if len(ms) == 0 {
+		t.Fatalf("no %s in /metrics:\n%s", name, b)
+	}
+	sum := 0.0
+	for _, m := range ms {
+		v, _ := strconv.ParseFloat(m[1], 64)
+		sum += v
+	}
+	return sum
 }

@@ -39,6 +39,9 @@
 #include <dlfcn.h>
 #include <pthread.h>
 
+extern int ts_pool_threads;
+_Atomic unsigned long ts_gil_passes;
+
 typedef int (*timedwait_fn)(pthread_cond_t *, pthread_mutex_t *,
                             const struct timespec *);
 
@@ -61,6 +64,54 @@ resolve(void)
     return f;
 }
 
+/* gil_locked reads gil->locked (an int in 3.13, a one-member atomic
+ * wrapper before). */
+static inline int
+gil_locked(void)
+{
+#if PY_VERSION_HEX >= 0x030D0000
+    return __atomic_load_n(&gil_state->locked, __ATOMIC_RELAXED);
+#else
+    return __atomic_load_n(&gil_state->locked._value, __ATOMIC_RELAXED);
+#endif
+}
+
+/* pass_to_fresh is the second half of the turnstile (thread.c has the
+ * first): a pool thread woken in the middle of its job (it was made to
+ * drop the GIL at a switch interval, or it is back from a blocking call)
+ * while a thread waits to attach with fresh work lets that thread take the
+ * GIL first. It broadcasts the GIL's condition variable and waits again,
+ * TS_PASS_WAIT_NS at a time, until the GIL is taken, nobody waits to
+ * attach, or its own wait for the GIL has lasted TS_PASS_MAX_INTERVALS
+ * switch intervals (so a stream of fresh jobs cannot starve it). Called
+ * with gil->mutex held, as returned by the wait; returns with it held.
+ * Returns 0 ("signalled") when it passed, so take_gil does not ask the
+ * new holder to drop the GIL at once; else the wait's own result. */
+static int
+pass_to_fresh(ts_thread *t, pthread_cond_t *cond, pthread_mutex_t *mutex,
+              int ret, timedwait_fn f)
+{
+    int64_t now = ts_now_ns();
+    int64_t budget = (int64_t)gil_state->interval * 1000 * TS_PASS_MAX_INTERVALS;
+    int passed = 0;
+
+    while (!gil_locked()
+           && atomic_load_explicit(&ts_waiting, memory_order_relaxed) > 0
+           && now - t->mid_wait_start_ns < budget) {
+        int64_t until = now + TS_PASS_WAIT_NS;
+        struct timespec ts = {until / 1000000000LL, until % 1000000000LL};
+        pthread_cond_broadcast(cond);
+        f(cond, mutex, &ts);
+        passed = 1;
+        now = ts_now_ns();
+    }
+    if (passed) {
+        atomic_fetch_add_explicit(&ts_gil_passes, 1, memory_order_relaxed);
+        ret = 0;
+    }
+    return ret;
+}
+
 int
 pthread_cond_timedwait(pthread_cond_t *cond, pthread_mutex_t *mutex,
                        const struct timespec *abstime)
@@ -68,14 +119,42 @@ pthread_cond_timedwait(pthread_cond_t *cond, pthread_mutex_t *mutex,
     timedwait_fn f = resolve();
     ts_thread *t;
     int64_t start;
-    int ret;
+    int ret, mid_job;
 
     if ((void *)cond != __atomic_load_n(&gil_cond, __ATOMIC_RELAXED)
         || (t = ts_thread_current()) == NULL) {
         return f(cond, mutex, abstime);
     }
     start = ts_now_ns();
+    /* A pool thread attached (by ts_thread_attach) and waiting here is
+     * inside take_gil in the middle of its job; one in ts_thread_attach
+     * is not attached yet. */
+    mid_job = t->attached && t->kind == TS_KIND_POOL && ts_turn_enabled
+              && ts_pool_threads > 1;
+    if (mid_job && t->mid_wait_start_ns == 0) {
+        t->mid_wait_start_ns = start; /* this take_gil's first wait */
+    }
+    if (!t->attached && t->kind == TS_KIND_POOL && ts_turn_enabled
+        && ts_pool_threads > 1) {
+        /* A pool thread with fresh work asks for the GIL after one slice
+         * instead of one switch interval: take_gil sets the drop request
+         * when this wait times out with no switch in between. */
+        int64_t cap = start + TS_SLICE_NS;
+        int64_t dl = (int64_t)abstime->tv_sec * 1000000000LL + abstime->tv_nsec;
+        if (cap < dl) {
+            struct timespec ts = {cap / 1000000000LL, cap % 1000000000LL};
+            ret = f(cond, mutex, &ts);
+            t->gil_wait_ns += ts_now_ns() - start;
+            return ret;
+        }
+    }
     ret = f(cond, mutex, abstime);
+    if (mid_job) {
+        ret = pass_to_fresh(t, cond, mutex, ret, f);
+        if (!gil_locked()) {
+            t->mid_wait_start_ns = 0; /* take_gil takes it now */
+        }
+    }
     t->gil_wait_ns += ts_now_ns() - start;
     return ret;
 }
@@ -130,4 +209,10 @@ unsigned long
 ts_tstate_native_id(PyThreadState *tstate)
 {
     return tstate->native_thread_id;
+}
+
+unsigned long
+ts_gil_pass_count(void)
+{
+    return atomic_load_explicit(&ts_gil_passes, memory_order_relaxed);
 }

@@ -73,6 +73,7 @@ type PoolStats struct {
 	Threads, Busy, Idle, Queued, QueueSize int
 	Attaches                               [4]uint64 // by thread kind: pool, loop, sampler, main
 	BarrierYields                          uint64
+	GILPasses                              uint64 // mid-job GIL wake-ups handed to a thread waiting to attach (gilwait.c)
 }
 
 // Stats returns a snapshot of the pool.
@@ -84,5 +85,6 @@ func Stats() PoolStats {
 		ps.Attaches[i] = uint64(C.ts_attach_count(C.int(i)))
 	}
 	ps.BarrierYields = uint64(C.ts_barrier_yield_count())
+	ps.GILPasses = uint64(C.ts_gil_pass_count())
 	return ps
 }

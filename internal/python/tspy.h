@@ -35,6 +35,7 @@ typedef struct ts_thread {
     int64_t run_start_ns;   /* start of this thread's current run */
     int64_t gil_wait_ns;    /* summed over attaches since last reset */
     _Atomic int64_t wait_start_ns; /* inside ts_thread_attach since; 0 = not waiting */
+    int64_t mid_wait_start_ns; /* waiting for the GIL mid-job since (gilwait.c); 0 = not */
 } ts_thread;
 
 /* ts_thread_attach takes the GIL for t (PyEval_RestoreThread), counting it
@@ -68,6 +69,12 @@ unsigned long ts_tstate_native_id(PyThreadState *tstate);
 
 /* Turnstile parameters and counters (read by Go for metrics). */
 #define TS_SLICE_NS 1000000LL   /* 1 ms: the barrier's slice */
+/* A pool thread woken mid-job lets threads waiting to attach go first
+ * (gilwait.c), re-checking every TS_PASS_WAIT_NS, for at most
+ * TS_PASS_MAX_INTERVALS switch intervals of its own wait. */
+#define TS_PASS_WAIT_NS 200000LL /* 0.2 ms */
+#define TS_PASS_MAX_INTERVALS 2
+extern _Atomic unsigned long ts_gil_passes;
 extern int ts_turn_enabled;     /* TURNSTILE_POOL_TURN=0 clears it */
 extern int ts_pool_batch;       /* TURNSTILE_POOL_BATCH=0 clears it */
 extern _Atomic long ts_waiting;
@@ -76,6 +83,7 @@ extern _Atomic unsigned long ts_attaches_by_kind[TS_KIND_COUNT];
 extern _Atomic unsigned long ts_barrier_yields;
 unsigned long ts_attach_count(int kind);   /* for Go: cgo cannot read _Atomic */
 unsigned long ts_barrier_yield_count(void);
+unsigned long ts_gil_pass_count(void);
 
 /* ---- jobs and the pool (pool.c) -------------------------------------- */
 

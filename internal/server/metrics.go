@@ -55,6 +55,8 @@ func newMetrics(srv *http1.Server) *metrics {
 		gauge("turnstile_queue_size", "Bound of the request queue.", func(s python.PoolStats) float64 { return float64(s.QueueSize) }),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "turnstile_barrier_yields_total", Help: "Times a pool thread handed the GIL over at a job boundary (the turnstile)."},
 			func() float64 { return float64(python.Stats().BarrierYields) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "turnstile_gil_passes_total", Help: "Times a pool thread woken for the GIL in the middle of its job let a thread waiting to attach take it first (the turnstile)."},
+			func() float64 { return float64(python.Stats().GILPasses) }),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "turnstile_connections", Help: "Open client connections."},
 			func() float64 { return float64(srv.ActiveConns()) }),
 	)
