@@ -76,6 +76,49 @@ gil_locked(void)
 #endif
 }
 
+/* The latest attach of a pool thread (fresh work): its thread state, the
+ * GIL's switch_number just after it, and when. */
+static _Atomic(PyThreadState *) fresh_tstate;
+static _Atomic unsigned long fresh_switch;
+static _Atomic int64_t fresh_attach_ns;
+
+/* ts_gilwait_attached records a pool thread's attach (thread.c, with the
+ * GIL just taken). */
+void
+ts_gilwait_attached(ts_thread *t, int64_t now)
+{
+    if (gil_state == NULL) {
+        return;
+    }
+    atomic_store_explicit(&fresh_switch,
+                          __atomic_load_n(&gil_state->switch_number, __ATOMIC_RELAXED),
+                          memory_order_relaxed);
+    atomic_store_explicit(&fresh_attach_ns, now, memory_order_relaxed);
+    atomic_store_explicit(&fresh_tstate, t->tstate, memory_order_relaxed);
+}
+
+/* holder_is_fresh says whether the GIL's holder took it in
+ * ts_thread_attach (fresh work) and has held it since (no switch). */
+static inline int
+holder_is_fresh(void)
+{
+#if PY_VERSION_HEX >= 0x030D0000
+    PyThreadState *h = __atomic_load_n(&gil_state->last_holder, __ATOMIC_RELAXED);
+#else
+    PyThreadState *h = (PyThreadState *)__atomic_load_n(&gil_state->last_holder._value, __ATOMIC_RELAXED);
+#endif
+    return h != NULL && h == atomic_load_explicit(&fresh_tstate, memory_order_relaxed)
+           && __atomic_load_n(&gil_state->switch_number, __ATOMIC_RELAXED)
+              == atomic_load_explicit(&fresh_switch, memory_order_relaxed);
+}
+
+/* interval_ns is CPython's switch interval (sys.setswitchinterval). */
+static inline int64_t
+interval_ns(void)
+{
+    return (int64_t)__atomic_load_n(&gil_state->interval, __ATOMIC_RELAXED) * 1000;
+}
+
 /* pass_to_fresh is the second half of the turnstile (thread.c has the
  * first): a pool thread woken in the middle of its job (it was made to
  * drop the GIL at a switch interval, or it is back from a blocking call)
@@ -92,7 +135,7 @@ pass_to_fresh(ts_thread *t, pthread_cond_t *cond, pthread_mutex_t *mutex,
               int ret, timedwait_fn f)
 {
     int64_t now = ts_now_ns();
-    int64_t budget = (int64_t)gil_state->interval * 1000 * TS_PASS_MAX_INTERVALS;
+    int64_t budget = interval_ns() * TS_PASS_MAX_INTERVALS;
     int passed = 0;
 
     while (!gil_locked()
@@ -120,32 +163,56 @@ pthread_cond_timedwait(pthread_cond_t *cond, pthread_mutex_t *mutex,
     ts_thread *t;
     int64_t start;
     int ret, mid_job;
+    struct timespec capped;
 
     if ((void *)cond != __atomic_load_n(&gil_cond, __ATOMIC_RELAXED)
         || (t = ts_thread_current()) == NULL) {
         return f(cond, mutex, abstime);
     }
     start = ts_now_ns();
-    /* A pool thread attached (by ts_thread_attach) and waiting here is
-     * inside take_gil in the middle of its job; one in ts_thread_attach
-     * is not attached yet. */
-    mid_job = t->attached && t->kind == TS_KIND_POOL && ts_turn_enabled
-              && ts_pool_threads > 1;
-    if (mid_job && t->mid_wait_start_ns == 0) {
-        t->mid_wait_start_ns = start; /* this take_gil's first wait */
-    }
-    if (!t->attached && t->kind == TS_KIND_POOL && ts_turn_enabled
-        && ts_pool_threads > 1) {
-        /* A pool thread with fresh work asks for the GIL after one slice
-         * instead of one switch interval: take_gil sets the drop request
-         * when this wait times out with no switch in between. */
-        int64_t cap = start + TS_SLICE_NS;
-        int64_t dl = (int64_t)abstime->tv_sec * 1000000000LL + abstime->tv_nsec;
+    mid_job = 0;
+    if (t->kind == TS_KIND_POOL && ts_turn_enabled && ts_pool_threads > 1) {
+        int64_t cap, dl;
+        if (!t->attached) {
+            /* In ts_thread_attach: fresh work. It asks for the GIL after
+             * one slice instead of one switch interval: take_gil sets the
+             * drop request when a wait times out with no switch in
+             * between. */
+            cap = start + TS_SLICE_NS;
+        }
+        else {
+            /* Attached, so inside take_gil in the middle of its job. Its
+             * whole wait, not each wait since the last switch, is what
+             * counts: once it reaches one switch interval the thread asks
+             * for the GIL back, and after that every slice without a
+             * switch, so fresh work that keeps arriving (and takes the
+             * GIL after a slice) cannot starve it. */
+            int64_t due;
+            mid_job = 1;
+            if (t->mid_wait_start_ns == 0) {
+                t->mid_wait_start_ns = start; /* this take_gil's first wait */
+            }
+            due = t->mid_wait_start_ns + interval_ns();
+            /* The holder took the GIL with fresh work and has kept it
+             * since: it gets one slice, then we ask back. Without this a
+             * CPU-bound request that keeps being displaced by new ones
+             * (each taking the GIL after a slice and keeping it for its
+             * whole view when that is shorter than the interval) runs
+             * only in the gaps between them. */
+            if (holder_is_fresh()) {
+                int64_t fresh_due = atomic_load_explicit(&fresh_attach_ns, memory_order_relaxed)
+                                    + TS_SLICE_NS;
+                if (fresh_due < due) {
+                    due = fresh_due;
+                }
+            }
+            cap = due > start ? due : start + TS_SLICE_NS;
+        }
+        dl = (int64_t)abstime->tv_sec * 1000000000LL + abstime->tv_nsec;
         if (cap < dl) {
-            struct timespec ts = {cap / 1000000000LL, cap % 1000000000LL};
-            ret = f(cond, mutex, &ts);
-            t->gil_wait_ns += ts_now_ns() - start;
-            return ret;
+            capped.tv_sec = cap / 1000000000LL;
+            capped.tv_nsec = cap % 1000000000LL;
+            abstime = &capped;
         }
     }
     ret = f(cond, mutex, abstime);

@@ -87,6 +87,9 @@ ts_thread_attach(ts_thread *t)
         atomic_store_explicit(&last_attacher, t, memory_order_relaxed);
     }
     atomic_store_explicit(&last_attach_ns, now, memory_order_relaxed);
+    if (t->kind == TS_KIND_POOL) {
+        ts_gilwait_attached(t, now);
+    }
     atomic_fetch_add_explicit(&ts_attaches, 1, memory_order_release);
     atomic_fetch_add_explicit(&ts_attaches_by_kind[t->kind], 1,
                               memory_order_relaxed);

@@ -84,6 +84,7 @@ extern _Atomic unsigned long ts_barrier_yields;
 unsigned long ts_attach_count(int kind);   /* for Go: cgo cannot read _Atomic */
 unsigned long ts_barrier_yield_count(void);
 unsigned long ts_gil_pass_count(void);
+void ts_gilwait_attached(ts_thread *t, int64_t now);
 
 /* ---- jobs and the pool (pool.c) -------------------------------------- */
 
