@@ -269,6 +269,12 @@ func TestConfig_BadValues(t *testing.T) {
 			`turnstile: TURNSTILE_GRACEFUL_TIMEOUT="1e100": want seconds or a duration like 30s`,
 			`turnstile: TURNSTILE_QUEUE_TIMEOUT="inf": want seconds or a duration like 30s`,
 		}},
+		// NaN fails every range comparison and was accepted; CPython keeps
+		// whole microseconds, so 1e-9 became 0.
+		{"switch-interval", cfEnv("TURNSTILE_SWITCH_INTERVAL=NaN"), nil, []string{
+			"turnstile: TURNSTILE_SWITCH_INTERVAL NaN: want seconds in [0.000001, 10], or 0 for CPython's default (0.005)"}},
+		{"switch-interval-tiny", cfEnv(), []string{"--switch-interval=1e-9"}, []string{
+			"turnstile: --switch-interval 1e-09: want seconds in [0.000001, 10], or 0 for CPython's default (0.005)"}},
 		{"umask", cfEnv("TURNSTILE_UMASK=999"), nil, []string{`turnstile: TURNSTILE_UMASK "999": want an octal mask like 0o22 or 027 (at most 0777)`}},
 		{"user", cfEnv(), []string{"--user", "no-such-user-here"}, []string{`turnstile: --user "no-such-user-here": no such user`}},
 	}

@@ -6,6 +6,7 @@ package config
 import (
 	"errors"
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
 	"time"
@@ -497,8 +498,10 @@ func (c *Config) Validate() error {
 	if _, err := c.Credential(); err != nil {
 		errs = append(errs, err)
 	}
-	if c.SwitchInterval < 0 || c.SwitchInterval > 10 {
-		bad("--switch-interval %g: want seconds in (0, 10]", c.SwitchInterval)
+	// CPython keeps the interval in whole microseconds: a smaller value
+	// would become 0. NaN fails every comparison, so it is named.
+	if si := c.SwitchInterval; math.IsNaN(si) || si < 0 || (si > 0 && si < 1e-6) || si > 10 || (si == 0 && math.Signbit(si)) {
+		bad("--switch-interval %g: want seconds in [0.000001, 10], or 0 for CPython's default (0.005)", si)
 	}
 	switch c.LogLevel {
 	case "debug", "info", "warning", "warn", "error", "critical":

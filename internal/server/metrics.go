@@ -34,11 +34,11 @@ func newMetrics(srv *http1.Server) *metrics {
 		Buckets: prometheus.ExponentialBuckets(0.0001, 2, 18),
 	})
 	m.gilWait = prometheus.NewHistogram(prometheus.HistogramOpts{
-		Name: "turnstile_gil_wait_seconds", Help: "Per request: time its Python thread spent waiting for the GIL, summed over the request: at attach and inside CPython (take_gil) after a switch-interval drop (gil_wait_timing=take_gil in the listening record; \"attach\" times attaches only).",
+		Name: "turnstile_gil_wait_seconds", Help: "Per request: time its Python thread spent waiting for the GIL while running it, summed: inside CPython (take_gil) after a switch-interval drop or a blocking call, and at the turnstile's hand-overs (gil_wait_timing=take_gil in the listening record; \"attach\" times attaches only). The wait before a thread takes the request is queue wait.",
 		Buckets: prometheus.ExponentialBuckets(0.00001, 2, 18),
 	})
 	m.queueWait = prometheus.NewHistogram(prometheus.HistogramOpts{
-		Name: "turnstile_queue_wait_seconds", Help: "Per request: time in the job queue before a Python thread took it.",
+		Name: "turnstile_queue_wait_seconds", Help: "Per request: time in the job queue before a Python thread took it (a thread takes a job only once it holds the GIL, so this includes the wait for the GIL before the request starts).",
 		Buckets: prometheus.ExponentialBuckets(0.00001, 2, 20),
 	})
 	m.rejected = prometheus.NewCounter(prometheus.CounterOpts{
