@@ -12,7 +12,6 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"regexp"
 	"sort"
 	"strconv"
 	"strings"
@@ -25,25 +24,8 @@ import (
 // the master's admin /metrics.
 func openConns(t *testing.T, s *Server) int {
 	t.Helper()
-	resp, err := adminClient.Get(s.Admin + "/metrics")
-	if err != nil {
-		t.Fatalf("GET /metrics: %v", err)
-	}
-	b, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	ms := connsMetric.FindAllStringSubmatch(string(b), -1)
-	if len(ms) == 0 {
-		t.Fatalf("no turnstile_connections in /metrics:\n%s", b)
-	}
-	n := 0
-	for _, m := range ms {
-		v, _ := strconv.ParseFloat(m[1], 64)
-		n += int(v)
-	}
-	return n
+	return int(metricSum(t, s, "turnstile_connections"))
 }
-
-var connsMetric = regexp.MustCompile(`(?m)^turnstile_connections(?:\{[^}]*\})? (\S+)$`)
 
 // adminClient scrapes the admin listener.
 var adminClient = &http.Client{Timeout: 5 * time.Second}

@@ -23,6 +23,15 @@
  * with one pointer comparison. Python's own locks (threading.Lock) use
  * semaphores, not this call.
  *
+ * The same wait is where the turnstile orders fresh work before a view
+ * that CPython made drop the GIL (docs/design.md, "Fresh work before a
+ * CPU-bound view's next turn"): a pool thread in ts_thread_attach caps each
+ * wait at one slice, so take_gil asks for the GIL after a slice; a pool
+ * thread waiting mid-job lets a thread waiting to attach go first
+ * (pass_to_fresh) and asks back after one switch interval of its whole
+ * wait, or after the first slice of a holder that took the GIL as fresh
+ * work. TURNSTILE_POOL_TURN=0 leaves every wait as CPython asked.
+ *
  * ts_gilwait_init checks that the binding took (the executable's symbol
  * is the one the process resolves); if it did not, ts_gilwait_active stays
  * 0 and ts_thread_attach times attaches as before.
