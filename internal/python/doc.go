@@ -26,7 +26,9 @@
 // Threads: only threads this package creates attach through the pair.
 // Threads the app starts attach on their own (PyGILState), and CPython
 // still drops and retakes the GIL inside blocking calls and every switch
-// interval (sys.setswitchinterval): the barrier governs job boundaries.
+// interval (sys.setswitchinterval): the barrier governs job boundaries, and
+// gilwait.c, where CPython waits for the GIL, orders a pool thread with a
+// fresh request before a pool thread woken mid-job.
 //
 // Start-up and shutdown: Start runs PyConfig, Py_InitializeFromConfig, the
 // bootstrap (python/turnstile/_bootstrap.py) and the app import on the main

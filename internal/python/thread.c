@@ -27,7 +27,8 @@
  *
  * What the barrier cannot govern: CPython itself drops and retakes the GIL
  * inside blocking calls and every switch interval, and threads the app
- * starts attach on their own. The barrier governs job boundaries only.
+ * starts attach on their own. The barrier governs job boundaries only;
+ * inside CPython's own wait, gilwait.c lets fresh work go first.
  */
 #include "tspy.h"
 
