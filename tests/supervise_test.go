@@ -1218,6 +1218,10 @@ func TestSupervise_ReloadInclude(t *testing.T) {
 	supWriteFile(t, filepath.Join(dir, "notes.md"), "n2")
 	supWriteFile(t, filepath.Join(dir, "settings.txt"), "s2")
 	supWaitLog(t, s, 20*time.Second, 2, "worker replaced", "cause", "reload")
+	// The replaced workers drain and exit after their replacement is
+	// ready: until then an idle keep-alive connection to one of them may
+	// still be answered by the old code (seen once in CI).
+	supWaitLog(t, s, 20*time.Second, 2, "worker stopped")
 	if code, body := s.Get(t, "/"); code != 200 || body != "s2|p1" {
 		t.Errorf("GET / after settings.txt changed = %d %q; want 200 s2|p1", code, body)
 	}
@@ -1227,6 +1231,7 @@ func TestSupervise_ReloadInclude(t *testing.T) {
 
 	supWriteFile(t, filepath.Join(dir, "templates", "page.html"), "p2")
 	supWaitLog(t, s, 20*time.Second, 4, "worker replaced", "cause", "reload")
+	supWaitLog(t, s, 20*time.Second, 4, "worker stopped")
 	if code, body := s.Get(t, "/"); code != 200 || body != "s2|p2" {
 		t.Errorf("GET / after templates/page.html changed = %d %q; want 200 s2|p2", code, body)
 	}
