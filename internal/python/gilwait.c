@@ -111,14 +111,18 @@ ts_gilwait_attached(ts_thread *t, int64_t now)
 static inline int
 holder_is_fresh(void)
 {
-#if PY_VERSION_HEX >= 0x030D0000
-    PyThreadState *h = __atomic_load_n(&gil_state->last_holder, __ATOMIC_RELAXED);
-#else
-    PyThreadState *h = (PyThreadState *)__atomic_load_n(&gil_state->last_holder._value, __ATOMIC_RELAXED);
-#endif
+    PyThreadState *h = ts_gil_holder();
     return h != NULL && h == atomic_load_explicit(&fresh_tstate, memory_order_relaxed)
            && __atomic_load_n(&gil_state->switch_number, __ATOMIC_RELAXED)
               == atomic_load_explicit(&fresh_switch, memory_order_relaxed);
+}
+/* ns_timespec turns CLOCK_MONOTONIC nanoseconds into the GIL condition
+ * variable's absolute deadline. */
+static inline struct timespec
+ns_timespec(int64_t ns)
+{
+    struct timespec ts = {ns / 1000000000LL, ns % 1000000000LL};
+    return ts;
 }
 
 /* interval_ns is CPython's switch interval (sys.setswitchinterval). */
@@ -150,8 +154,7 @@ pass_to_fresh(ts_thread *t, pthread_cond_t *cond, pthread_mutex_t *mutex,
     while (!gil_locked()
            && atomic_load_explicit(&ts_waiting, memory_order_relaxed) > 0
            && now - t->mid_wait_start_ns < budget) {
-        int64_t until = now + TS_PASS_WAIT_NS;
-        struct timespec ts = {until / 1000000000LL, until % 1000000000LL};
+        struct timespec ts = ns_timespec(now + TS_PASS_WAIT_NS);
         pthread_cond_broadcast(cond);
         f(cond, mutex, &ts);
         passed = 1;
@@ -219,8 +222,7 @@ pthread_cond_timedwait(pthread_cond_t *cond, pthread_mutex_t *mutex,
         }
         dl = (int64_t)abstime->tv_sec * 1000000000LL + abstime->tv_nsec;
         if (cap < dl) {
-            capped.tv_sec = cap / 1000000000LL;
-            capped.tv_nsec = cap % 1000000000LL;
+            capped = ns_timespec(cap);
             abstime = &capped;
         }
     }
@@ -267,15 +269,12 @@ ts_gil_holder(void)
     if (gil_state == NULL) {
         return NULL;
     }
-#if PY_VERSION_HEX >= 0x030D0000
-    if (!__atomic_load_n(&gil_state->locked, __ATOMIC_RELAXED)) {
+    if (!gil_locked()) {
         return NULL;
     }
+#if PY_VERSION_HEX >= 0x030D0000
     return __atomic_load_n(&gil_state->last_holder, __ATOMIC_RELAXED);
 #else
-    if (!__atomic_load_n(&gil_state->locked._value, __ATOMIC_RELAXED)) {
-        return NULL;
-    }
     return (PyThreadState *)__atomic_load_n(&gil_state->last_holder._value, __ATOMIC_RELAXED);
 #endif
 }
