@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 	"sort"
 	"strings"
 	"sync/atomic"
@@ -13,6 +14,7 @@ import (
 	"turnstile/internal/config"
 	"turnstile/internal/http1"
 	"turnstile/internal/python"
+	"turnstile/internal/sysmon"
 	"turnstile/internal/watchdog"
 	"turnstile/internal/wsgi"
 )
@@ -68,6 +70,14 @@ var errStartup = errors.New("server: the app failed to start")
 // deadline.
 func startInterface(kind string, cfg *config.Config, log *slog.Logger, m *metrics) (http1.Handler, func(deadline time.Time), error) {
 	access := cfg.AccessLog
+	if os.Getenv("TURNSTILE_SYSMON_BATCH") != "0" {
+		// docs/design.md, "sysmon runs under SCHED_BATCH"
+		if tid, err := sysmon.Batch(time.Second); err != nil {
+			log.Debug("sysmon stays SCHED_OTHER", "err", err)
+		} else {
+			log.Debug("sysmon runs under SCHED_BATCH", "tid", tid)
+		}
+	}
 	switch kind {
 	case "wsgi":
 		if err := python.StartPool(cfg.BlockingThreads, cfg.QueueSize); err != nil {
