@@ -50,7 +50,8 @@ func goThreadPolicies(t *testing.T, pid int) map[int]int {
 // interfaces, under load; TURNSTILE_SYSMON_BATCH=0 leaves them all
 // SCHED_OTHER. sysmon is the first thread after the main thread; the one
 // found is checked to be sleeping where sysmon sleeps (nanosleep, or a
-// futex while it parks).
+// futex while it parks). The ASGI loop thread runs under SCHED_BATCH too,
+// unless TURNSTILE_LOOP_BATCH=0.
 func TestSysmon_BatchPolicy(t *testing.T) {
 	for _, arm := range []struct {
 		name, app string
@@ -59,7 +60,7 @@ func TestSysmon_BatchPolicy(t *testing.T) {
 	}{
 		{"wsgi", "hello:app", nil, true},
 		{"asgi", "asgi_hello:app", nil, true},
-		{"asgi-off", "asgi_hello:app", []string{"TURNSTILE_SYSMON_BATCH=0"}, false},
+		{"asgi-off", "asgi_hello:app", []string{"TURNSTILE_SYSMON_BATCH=0", "TURNSTILE_LOOP_BATCH=0"}, false},
 	} {
 		t.Run(arm.name, func(t *testing.T) {
 			cmd := Command(t, arm.app)
@@ -82,6 +83,12 @@ func TestSysmon_BatchPolicy(t *testing.T) {
 			}
 			slices.Sort(batch)
 			t.Logf("worker %d: Go threads %v (policy by tid), SCHED_BATCH %v", pid, pols, batch)
+			if strings.HasPrefix(arm.name, "asgi") {
+				loop := loopThread(t, pid)
+				if got, want := schedPolicy(t, loop), map[bool]int{true: 3, false: 0}[arm.batch]; got != want {
+					t.Errorf("loop thread %d has policy %d; want %d", loop, got, want)
+				}
+			}
 			if !arm.batch {
 				if len(batch) != 0 {
 					t.Fatalf("with TURNSTILE_SYSMON_BATCH=0, Go threads %v run SCHED_BATCH; want none", batch)
@@ -107,4 +114,24 @@ func TestSysmon_BatchPolicy(t *testing.T) {
 			}
 		})
 	}
+}
+
+// loopThread is the id of pid's event loop thread: the lowest-numbered
+// thread named ts-loop-0 (the executor's threads inherit the name).
+func loopThread(t *testing.T, pid int) int {
+	dirs, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*", pid))
+	best := 0
+	for _, d := range dirs {
+		tid, err := strconv.Atoi(filepath.Base(d))
+		if err != nil {
+			continue
+		}
+		if comm, _ := os.ReadFile(d + "/comm"); strings.TrimSpace(string(comm)) == "ts-loop-0" && (best == 0 || tid < best) {
+			best = tid
+		}
+	}
+	if best == 0 {
+		t.Fatalf("worker %d has no ts-loop-0 thread", pid)
+	}
+	return best
 }

@@ -146,6 +146,7 @@ typedef struct ts_loop_config {
     const char *loop;         /* auto|asyncio|uvloop */
     int executor_threads;
     size_t write_buffer;      /* bytes of pending output before send() waits */
+    int batch;                /* run the loop thread under SCHED_BATCH */
 } ts_loop_config;
 
 int ts_asgi_setup(void);

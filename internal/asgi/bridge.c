@@ -45,6 +45,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
+#include <sched.h>
 #include <unistd.h>
 
 #define HEAD_MAX (64 * 1024)
@@ -1229,6 +1230,18 @@ loop_main(void *arg)
     PyObject *code, *mod, *res;
 
     (void)pthread_setname_np(pthread_self(), "ts-loop-0");  /* cosmetic */
+    if (loop_cfg.batch) {
+        /* SCHED_BATCH, as the pool threads (internal/python/pool.c): the
+         * same CPU share, no wake-up preemption. A request Go pushes then
+         * does not preempt the Go thread that pushed it: the loop runs
+         * when Go blocks or its slice ends and drains what was queued
+         * meanwhile. Go's threads keep SCHED_OTHER and still preempt the
+         * loop on a wake-up. Measured with sysmon under SCHED_BATCH too
+         * (docs/design.md, "sysmon and the loop thread run under
+         * SCHED_BATCH"). */
+        struct sched_param sp = {0};
+        (void)pthread_setschedparam(pthread_self(), SCHED_BATCH, &sp);
+    }
     loop_thread.kind = TS_KIND_LOOP;
     loop_thread.index = 0;
     loop_thread.tstate = PyThreadState_New(PyInterpreterState_Main());

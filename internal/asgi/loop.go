@@ -10,6 +10,7 @@ import "C"
 
 import (
 	"errors"
+	"os"
 	"strings"
 	"time"
 	"unsafe"
@@ -58,12 +59,18 @@ var ErrStartupFailed = errors.New("asgi: lifespan startup failed")
 // startup; it returns when the loop serves, with the loop's name
 // ("asyncio" or "uvloop"), or with an error wrapping ErrStartupFailed and
 // the app's message. Call after python.Start loaded an ASGI app.
+//
+// The loop thread runs under SCHED_BATCH (no wake-up preemption of the Go
+// thread that pushes it a request; docs/design.md) unless the environment
+// has TURNSTILE_LOOP_BATCH=0. The executor's threads and any thread the
+// app starts from the loop inherit SCHED_BATCH.
 func StartLoop(cfg LoopConfig) (string, error) {
 	c := C.ts_loop_config{
 		lifespan:         C.CString(cfg.Lifespan),
 		loop:             C.CString(cfg.Loop),
 		executor_threads: C.int(cfg.ExecutorThreads),
 		write_buffer:     C.size_t(cfg.WriteBufferBytes),
+		batch:            boolInt(os.Getenv("TURNSTILE_LOOP_BATCH") != "0"),
 	}
 	if rc, err := C.ts_loop_start(&c); rc != 0 {
 		return "", err

@@ -71,7 +71,7 @@ var errStartup = errors.New("server: the app failed to start")
 func startInterface(kind string, cfg *config.Config, log *slog.Logger, m *metrics) (http1.Handler, func(deadline time.Time), error) {
 	access := cfg.AccessLog
 	if os.Getenv("TURNSTILE_SYSMON_BATCH") != "0" {
-		// docs/design.md, "sysmon runs under SCHED_BATCH"
+		// docs/design.md, "sysmon and the loop thread run under SCHED_BATCH"
 		if tid, err := sysmon.Batch(time.Second); err != nil {
 			log.Debug("sysmon stays SCHED_OTHER", "err", err)
 		} else {

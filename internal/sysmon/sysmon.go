@@ -11,8 +11,9 @@
 // sysmon like a long syscall, so its P is handed to another thread. Under
 // SCHED_BATCH sysmon keeps its CPU share and its work but no longer
 // preempts on waking: it runs when the thread on the core blocks or its
-// slice ends. docs/design.md, "sysmon runs under SCHED_BATCH", has the
-// numbers.
+// slice ends. docs/design.md, "sysmon and the loop thread run under
+// SCHED_BATCH", has the numbers (alone it costs ASGI at 16 connections;
+// with the loop thread under SCHED_BATCH too every size gains).
 //
 // The runtime does not name sysmon: it is the first thread the runtime
 // starts after the main thread (runtime.main calls newm(sysmon) before
