@@ -414,3 +414,33 @@ func TestWatchdog_SlowWSGIRequest(t *testing.T) {
 		t.Errorf("slow-request record path = %q", p)
 	}
 }
+
+// The loop's metrics belong to an ASGI worker: a WSGI worker has no event
+// loop and exports none of them (found by the issue 4 review: they showed
+// 0 for a WSGI app, as if a loop were watched); an ASGI worker exports all
+// three.
+func TestWatchdog_LoopMetricsOnlyForASGI(t *testing.T) {
+	names := []string{"turnstile_loop_lag_seconds", "turnstile_loop_stall_seconds_total", "turnstile_loop_stalls_total"}
+	for _, arm := range []struct {
+		app  string
+		want bool
+	}{{"hello:app", false}, {"asgi_hello:app", true}} {
+		t.Run(arm.app, func(t *testing.T) {
+			s := Start(t, arm.app)
+			if code, _ := s.Get(t, "/"); code != 200 {
+				t.Fatalf("GET /: %d", code)
+			}
+			resp, err := http.Get(s.Admin + "/metrics")
+			if err != nil {
+				t.Fatal(err)
+			}
+			body, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			for _, name := range names {
+				if got := strings.Contains(string(body), "\n"+name); got != arm.want {
+					t.Errorf("%s: /metrics has %s: %v; want %v", arm.app, name, got, arm.want)
+				}
+			}
+		})
+	}
+}

@@ -23,7 +23,8 @@ import (
 var activeWatchdog atomic.Pointer[watchdog.Watchdog]
 
 // startWatchdog starts the loop watchdog (ASGI) and the slow-request
-// sampler (WSGI) and registers their metrics.
+// sampler (WSGI), and registers the loop's metrics for an ASGI worker (a
+// WSGI worker has no loop: it exports none of them).
 func startWatchdog(kind string, cfg *config.Config, log *slog.Logger, m *metrics) *watchdog.Watchdog {
 	wd := &watchdog.Watchdog{
 		StallThreshold: cfg.LoopStallThreshold,
@@ -37,7 +38,7 @@ func startWatchdog(kind string, cfg *config.Config, log *slog.Logger, m *metrics
 	if wd.SlowRequest < 0 {
 		wd.SlowRequest = 0
 	}
-	if m != nil {
+	if m != nil && wd.Loop { // the loop's lag and stalls: an ASGI worker's only
 		m.reg.MustRegister(wd.Collectors()...)
 	}
 	if wd.StallThreshold == 0 && wd.SlowRequest == 0 {
