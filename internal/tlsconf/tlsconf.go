@@ -184,6 +184,12 @@ func decryptKey(keyPEM []byte, password string) ([]byte, error) {
 				return nil, errors.New("the key is encrypted: give --ssl-keyfile-password")
 			}
 			der, err := x509.DecryptPEMBlock(block, []byte(password)) //nolint:staticcheck
+			if err == nil && !isPrivateKeyDER(der) {
+				// RFC 1423 has no integrity check: a wrong password passes
+				// the padding check about once in 256 tries and yields
+				// garbage (Go's DecryptPEMBlock says so).
+				err = errors.New("the decrypted bytes are not a private key")
+			}
 			if err != nil {
 				return nil, fmt.Errorf("cannot decrypt the key (wrong --ssl-keyfile-password?): %w", err)
 			}
@@ -207,4 +213,17 @@ func Describe(c *Config) string {
 		cv = VerifyNone
 	}
 	return "TLS>=" + mv + " alpn=" + strings.Join(c.NextProtos, ",") + " client-verify=" + cv
+}
+
+// isPrivateKeyDER reports whether der parses as a PKCS #1 RSA, SEC 1 EC or
+// PKCS #8 private key, the forms a legacy encrypted PEM block holds.
+func isPrivateKeyDER(der []byte) bool {
+	if _, err := x509.ParsePKCS1PrivateKey(der); err == nil {
+		return true
+	}
+	if _, err := x509.ParseECPrivateKey(der); err == nil {
+		return true
+	}
+	_, err := x509.ParsePKCS8PrivateKey(der)
+	return err == nil
 }
