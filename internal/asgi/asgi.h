@@ -128,6 +128,9 @@ typedef struct ts_channel {
     ts_asgi_slot *slot;
     uint32_t gen;
     int released;
+    /* HTTP send() state (the Channel is the app's send callable): set by
+     * send itself, and disconnected by the cycle's _on_disconnect. */
+    char started, complete, disconnected;
 } ts_channel;
 int ts_channel_live(ts_channel *ch);
 void ts_asgi_signal(ts_asgi_slot *s);          /* wake the slot's Go side; any thread */

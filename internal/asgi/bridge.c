@@ -17,8 +17,10 @@
  * call_soon_threadsafe from a thread that takes the GIL moved 100-180 k/s.
  * Go never takes the GIL for the bridge: only the loop thread attaches.
  *
- * Loop -> Go: send() never blocks. A Channel method appends the head or
- * body bytes to the slot's output buffer under the slot's mutex and puts
+ * Loop -> Go: send() never blocks. For HTTP the Channel is the app's send
+ * callable ("send()" below: no coroutine per message); it, or a Channel
+ * method a WebSocket cycle calls, appends the head or body bytes to the
+ * slot's output buffer under the slot's mutex and puts
  * the slot on the ready list (signal_go); Go's dispatcher goroutine,
  * reading the list's one eventfd through the netpoller, takes the whole
  * list and wakes each slot's handler goroutine on a Go channel; that
@@ -467,26 +469,27 @@ bytes_of(PyObject *o, Py_ssize_t *n, const char *what)
     return NULL;
 }
 
-/* Channel.start(status, headers[, upgrade]): http.response.start,
- * validated here (DESIGN.md, the bytes rule). With upgrade (websocket.accept)
- * the status is 101 and the headers go with the 101 response. */
-static PyObject *
-channel_start(Channel *self, PyObject *args)
+/* start_head validates http.response.start's status and headers and puts
+ * the head in the slot (DESIGN.md, the bytes rule); 0, or -1 with an
+ * exception. With upgrade (websocket.accept) the status is 101 and the
+ * headers go with the 101 response. */
+static int
+start_head(Channel *self, PyObject *status_obj, PyObject *headers, int upgrade)
 {
     ts_asgi_slot *s = self->slot;
-    PyObject *status_obj, *headers, *it, *item;
-    int status, overflow, upgrade = 0;
+    PyObject *it, *item;
+    int status, overflow;
     size_t hlen;
-    char line[64];
+    const char *reason;
     int64_t cl = -1;
 
-    if (!PyArg_ParseTuple(args, "OO|p:start", &status_obj, &headers, &upgrade) || !channel_live(self)) {
-        return NULL;
+    if (!channel_live(self)) {
+        return -1;
     }
     if (!PyLong_Check(status_obj)) {
         PyErr_Format(PyExc_TypeError, "http.response.start 'status' must be int, not %.100s",
                      Py_TYPE(status_obj)->tp_name);
-        return NULL;
+        return -1;
     }
     status = (int)PyLong_AsLongAndOverflow(status_obj, &overflow);
     if (upgrade && status == 101 && !overflow) {
@@ -494,14 +497,20 @@ channel_start(Channel *self, PyObject *args)
     }
     else if (overflow || status < 200 || status > 999) {
         PyErr_Format(PyExc_ValueError, "http.response.start 'status' %R is not a final status (200-999)", status_obj);
-        return NULL;
+        return -1;
     }
+    /* "NNN Reason": status is 101 or 200-999, three digits */
+    reason = reason_phrase(status);
+    hlen = 4 + strlen(reason);
     pthread_mutex_lock(&s->mu);
-    hlen = (size_t)snprintf(line, sizeof(line), "%d %s", status, reason_phrase(status));
     if (ts_buf_grow(&s->head, &s->head_cap, 0, hlen, HEAD_MAX) < 0) {
         goto error;
     }
-    memcpy(s->head, line, hlen);
+    s->head[0] = (char)('0' + status / 100);
+    s->head[1] = (char)('0' + status / 10 % 10);
+    s->head[2] = (char)('0' + status % 10);
+    s->head[3] = ' ';
+    memcpy(s->head + 4, reason, hlen - 4);
     s->status_len = hlen;
     it = PyObject_GetIter(headers);
     if (it == NULL) {
@@ -581,35 +590,52 @@ header_error:
     if (upgrade) {
         signal_go(s);
     }
-    Py_RETURN_NONE;
+    return 0;
 
 error:
     s->status_len = s->header_len = 0;
     pthread_mutex_unlock(&s->mu);
-    return NULL;
+    return -1;
 }
 
-/* Channel.body(data, more) -> bool: True when send() must await DRAINED. */
+/* Channel.start(status, headers[, upgrade]): http.response.start,
+ * validated here (DESIGN.md, the bytes rule). With upgrade (websocket.accept)
+ * the status is 101 and the headers go with the 101 response. */
 static PyObject *
-channel_body(Channel *self, PyObject *args)
+channel_start(Channel *self, PyObject *args)
+{
+    PyObject *status_obj, *headers;
+    int upgrade = 0;
+
+    if (!PyArg_ParseTuple(args, "OO|p:start", &status_obj, &headers, &upgrade)
+        || start_head(self, status_obj, headers, upgrade) < 0) {
+        return NULL;
+    }
+    Py_RETURN_NONE;
+}
+
+/* body_append appends body bytes to the slot's output and wakes Go; it
+ * returns 1 when send() must await DRAINED (more than write_buffer bytes
+ * pending), 0 when not, -1 with an exception. */
+static int
+body_append(Channel *self, PyObject *data, int more)
 {
     ts_asgi_slot *s = self->slot;
-    PyObject *data;
-    int more, wait;
+    int wait;
     const char *p;
     Py_ssize_t n;
 
-    if (!PyArg_ParseTuple(args, "Op:body", &data, &more) || !channel_live(self)) {
-        return NULL;
+    if (!channel_live(self)) {
+        return -1;
     }
     p = bytes_of(data, &n, "http.response.body 'body'");
     if (p == NULL) {
-        return NULL;
+        return -1;
     }
     pthread_mutex_lock(&s->mu);
     if (n > 0 && ts_buf_grow(&s->out, &s->out_cap, s->out_len, n, 0) < 0) {
         pthread_mutex_unlock(&s->mu);
-        return NULL;
+        return -1;
     }
     if (n > 0) {
         memcpy(s->out + s->out_len, p, n);
@@ -626,7 +652,21 @@ channel_body(Channel *self, PyObject *args)
     if (n > 0 || !more) {
         signal_go(s);
     }
-    return PyBool_FromLong(wait);
+    return wait;
+}
+
+/* Channel.body(data, more) -> bool: True when send() must await DRAINED. */
+static PyObject *
+channel_body(Channel *self, PyObject *args)
+{
+    PyObject *data;
+    int more, wait;
+
+    if (!PyArg_ParseTuple(args, "Op:body", &data, &more)) {
+        return NULL;
+    }
+    wait = body_append(self, data, more);
+    return wait < 0 ? NULL : PyBool_FromLong(wait);
 }
 
 /* Channel.pathsend(path): http.response.pathsend, the file sent by Go. */
@@ -717,6 +757,293 @@ channel_done(Channel *self, PyObject *error)
     Py_RETURN_NONE;
 }
 
+/* ---- send(): the Channel as the app's HTTP send callable ---------------
+ *
+ * ASGI HTTP "Response Start", "Response Body" and pathsend. The app gets
+ * the Channel itself as send: send(message) does the work at once (it
+ * never blocks) and returns a finished awaitable, one shared object, so
+ * a send costs no coroutine, frame or future. Only a body send that finds
+ * more than write_buffer bytes pending returns a real wait (the cycle's
+ * _drain_wait() coroutine). The finished awaitable has the coroutine
+ * methods (send, throw, close), so asyncio.create_task(send(m)) and
+ * asyncio.iscoroutine() accept it as they accept a coroutine. */
+
+static PyObject *sent;                   /* the finished awaitable */
+static PyObject *client_disconnected;    /* _asgi.ClientDisconnected */
+static PyObject *s_body, *s_more_body, *s_status, *s_k_start, *s_k_body, *s_k_pathsend,
+    *s_waiter, *s_drain_wait, *s_final, *s_get, *empty_bytes, *empty_tuple;
+
+static PyObject *
+sent_await(PyObject *self)
+{
+    return Py_NewRef(self);
+}
+
+static PyObject *
+sent_next(PyObject *self)
+{
+    return NULL;  /* exhausted: StopIteration, the value None */
+}
+
+static PyObject *
+sent_send(PyObject *self, PyObject *arg)
+{
+    PyErr_SetNone(PyExc_StopIteration);
+    return NULL;
+}
+
+static PyObject *
+sent_throw(PyObject *self, PyObject *args)
+{
+    PyObject *typ, *val = NULL, *tb = NULL;
+
+    if (!PyArg_UnpackTuple(args, "throw", 1, 3, &typ, &val, &tb)) {
+        return NULL;
+    }
+    if (PyExceptionInstance_Check(typ)) {
+        PyErr_SetObject((PyObject *)Py_TYPE(typ), typ);
+    }
+    else if (PyExceptionClass_Check(typ)) {
+        PyErr_SetObject(typ, val);
+    }
+    else {
+        PyErr_SetString(PyExc_TypeError, "exceptions must be classes or instances deriving from BaseException");
+    }
+    return NULL;
+}
+
+static PyObject *
+sent_close(PyObject *self, PyObject *unused)
+{
+    Py_RETURN_NONE;
+}
+
+static PyMethodDef sent_methods[] = {
+    {"send", sent_send, METH_O, NULL},
+    {"throw", sent_throw, METH_VARARGS, NULL},
+    {"close", sent_close, METH_NOARGS, NULL},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyType_Slot sent_slots[] = {
+    {Py_am_await, sent_await},
+    {Py_tp_iter, sent_await},
+    {Py_tp_iternext, sent_next},
+    {Py_tp_methods, sent_methods},
+    {Py_tp_doc, "a finished send(): awaiting it returns None at once"},
+    {0, NULL},
+};
+
+static PyType_Spec sent_spec = {
+    "turnstile.Sent", sizeof(PyObject), 0, Py_TPFLAGS_DEFAULT, sent_slots,
+};
+
+/* message_get returns message[key] (a new reference): dflt when the key is
+ * missing, or with dflt NULL a KeyError, as message["key"] would. A dict
+ * is read directly; any other mapping through [] and .get(). */
+static PyObject *
+message_get(PyObject *message, PyObject *key, PyObject *dflt)
+{
+    PyObject *v;
+
+    if (PyDict_CheckExact(message)) {
+        v = PyDict_GetItemWithError(message, key);
+        if (v != NULL) {
+            return Py_NewRef(v);
+        }
+        if (PyErr_Occurred()) {
+            return NULL;
+        }
+        if (dflt == NULL) {
+            PyErr_SetObject(PyExc_KeyError, key);
+            return NULL;
+        }
+        return Py_NewRef(dflt);
+    }
+    if (dflt == NULL) {
+        return PyObject_GetItem(message, key);
+    }
+    return PyObject_CallMethodObjArgs(message, s_get, key, dflt, NULL);
+}
+
+static int
+kind_is(PyObject *kind, PyObject *name)
+{
+    return kind == name || (PyUnicode_Check(kind) && PyUnicode_Compare(kind, name) == 0);
+}
+
+/* cycle_call calls the bound cycle's method name (no arguments). */
+static PyObject *
+cycle_call(Channel *self, PyObject *name)
+{
+    PyObject *cycle = self->slot->cycle;
+
+    if (cycle == NULL || self->released) {
+        return Py_NewRef(sent);  /* the app's task has ended */
+    }
+    return PyObject_CallMethodNoArgs(cycle, name);
+}
+
+static PyObject *
+channel_send(Channel *self, PyObject *message)
+{
+    PyObject *kind, *v, *v2;
+    int more, wait, rc;
+
+    if (self->disconnected) {
+        PyErr_SetString(client_disconnected, "the client disconnected");
+        return NULL;
+    }
+    kind = message_get(message, s_type, NULL);
+    if (kind == NULL) {
+        return NULL;
+    }
+    if (kind_is(kind, s_k_body)) {
+        Py_DECREF(kind);
+        if (!self->started) {
+            PyErr_SetString(PyExc_RuntimeError, "ASGI: 'http.response.body' sent before 'http.response.start'");
+            return NULL;
+        }
+        if (self->complete) {
+            return Py_NewRef(sent);  /* "any further messages on the channel are ignored" */
+        }
+        if ((v = message_get(message, s_more_body, Py_False)) == NULL) {
+            return NULL;
+        }
+        more = PyObject_IsTrue(v);
+        Py_DECREF(v);
+        if (more < 0 || (v = message_get(message, s_body, empty_bytes)) == NULL) {
+            return NULL;
+        }
+        wait = body_append(self, v, more);  /* raises on a bad message */
+        Py_DECREF(v);
+        if (wait < 0) {
+            return NULL;
+        }
+        if (wait) {
+            return cycle_call(self, s_drain_wait);
+        }
+        if (!more) {
+            self->complete = 1;
+            /* a receive() waiting for the end now gets http.disconnect */
+            if (self->slot->cycle != NULL) {
+                if ((v = PyObject_GetAttr(self->slot->cycle, s_waiter)) == NULL) {
+                    return NULL;
+                }
+                rc = v != Py_None;
+                Py_DECREF(v);
+                if (rc) {
+                    if ((v = cycle_call(self, s_final)) == NULL) {
+                        return NULL;
+                    }
+                    Py_DECREF(v);
+                }
+            }
+        }
+        return Py_NewRef(sent);
+    }
+    if (kind_is(kind, s_k_start)) {
+        Py_DECREF(kind);
+        if (self->started) {
+            PyErr_SetString(PyExc_RuntimeError, "ASGI: 'http.response.start' sent twice");
+            return NULL;
+        }
+        if ((v = message_get(message, s_status, NULL)) == NULL) {
+            return NULL;
+        }
+        if ((v2 = message_get(message, s_headers, empty_tuple)) == NULL) {
+            Py_DECREF(v);
+            return NULL;
+        }
+        rc = start_head(self, v, v2, 0);
+        Py_DECREF(v);
+        Py_DECREF(v2);
+        if (rc < 0) {
+            return NULL;
+        }
+        self->started = 1;
+        return Py_NewRef(sent);
+    }
+    if (kind_is(kind, s_k_pathsend)) {
+        Py_DECREF(kind);
+        if (!self->started) {
+            PyErr_SetString(PyExc_RuntimeError, "ASGI: 'http.response.pathsend' sent before 'http.response.start'");
+            return NULL;
+        }
+        if (self->complete) {
+            return Py_NewRef(sent);
+        }
+        self->complete = 1;
+        if ((v = message_get(message, s_path, NULL)) == NULL) {
+            return NULL;
+        }
+        v2 = channel_pathsend(self, v);
+        Py_DECREF(v);
+        if (v2 == NULL) {
+            return NULL;
+        }
+        Py_DECREF(v2);
+        return Py_NewRef(sent);
+    }
+    PyErr_Format(PyExc_ValueError, "ASGI: unexpected message type %R on an HTTP connection", kind);
+    Py_DECREF(kind);
+    return NULL;
+}
+
+/* tp_call: send(message). */
+static PyObject *
+channel_call(Channel *self, PyObject *args, PyObject *kwargs)
+{
+    PyObject *message;
+
+    if (kwargs != NULL && PyDict_GET_SIZE(kwargs) != 0) {
+        PyErr_SetString(PyExc_TypeError, "send() takes no keyword arguments");
+        return NULL;
+    }
+    if (!PyArg_UnpackTuple(args, "send", 1, 1, &message)) {
+        return NULL;
+    }
+    return channel_send(self, message);
+}
+
+static PyObject *
+flag_get(Channel *self, void *offset)
+{
+    return PyBool_FromLong(*((char *)self + (size_t)offset));
+}
+
+static int
+flag_set(Channel *self, PyObject *v, void *offset)
+{
+    int on = v == NULL ? 0 : PyObject_IsTrue(v);
+    if (on < 0) {
+        return -1;
+    }
+    *((char *)self + (size_t)offset) = (char)on;
+    return 0;
+}
+
+static PyGetSetDef channel_getset[] = {
+    {"started", (getter)flag_get, NULL, "http.response.start was sent", (void *)offsetof(Channel, started)},
+    {"complete", (getter)flag_get, NULL, "the final body (or pathsend) was sent", (void *)offsetof(Channel, complete)},
+    {"disconnected", (getter)flag_get, (setter)flag_set, "the client has left: send() raises",
+     (void *)offsetof(Channel, disconnected)},
+    {NULL, NULL, NULL, NULL, NULL},
+};
+
+/* _turnstile_asgi.http_setup(ClientDisconnected): the OSError subclass a
+ * send() after the client left raises (ASGI HTTP 2.4). */
+static PyObject *
+mod_http_setup(PyObject *mod, PyObject *exc)
+{
+    if (!PyExceptionClass_Check(exc)) {
+        PyErr_SetString(PyExc_TypeError, "http_setup wants an exception class");
+        return NULL;
+    }
+    Py_XSETREF(client_disconnected, Py_NewRef(exc));
+    Py_RETURN_NONE;
+}
+
 static void
 channel_dealloc(Channel *self)
 {
@@ -746,6 +1073,8 @@ static PyMethodDef channel_methods[] = {
 static PyType_Slot channel_slots[] = {
     {Py_tp_dealloc, channel_dealloc},
     {Py_tp_methods, channel_methods},
+    {Py_tp_getset, channel_getset},
+    {Py_tp_call, channel_call},
     {Py_tp_doc, "turnstile's handle on one ASGI request"},
     {0, NULL},
 };
@@ -780,6 +1109,41 @@ port_obj(const char *p, size_t n)
         v = v * 10 + (p[i] - '0');
     }
     return PyLong_FromLong(v);
+}
+
+/* untracked takes a new tuple of strings, bytes and ints (or NULL) out of
+ * the cycle collector, as the collector itself would at its first pass
+ * (such a tuple can be in no cycle): a request's scope holds several, and
+ * while many requests are in flight each collection would walk them. */
+static PyObject *
+untracked(PyObject *t)
+{
+    if (t != NULL) {
+        PyObject_GC_UnTrack(t);
+    }
+    return t;
+}
+
+/* bytes_pair returns the header tuple (name, value), untracked. */
+static PyObject *
+bytes_pair(const char *k, size_t klen, const char *v, size_t vlen)
+{
+    PyObject *t = PyTuple_New(2), *b;
+
+    if (t == NULL) {
+        return NULL;
+    }
+    if ((b = PyBytes_FromStringAndSize(k, (Py_ssize_t)klen)) == NULL) {
+        Py_DECREF(t);
+        return NULL;
+    }
+    PyTuple_SET_ITEM(t, 0, b);
+    if ((b = PyBytes_FromStringAndSize(v, (Py_ssize_t)vlen)) == NULL) {
+        Py_DECREF(t);
+        return NULL;
+    }
+    PyTuple_SET_ITEM(t, 1, b);
+    return untracked(t);
 }
 
 /* build_scope returns a new scope dict for s's request block: the HTTP
@@ -826,7 +1190,7 @@ build_scope(ts_asgi_slot *s, int websocket)
         p = val + vlen;
         switch (id) {
         case 0: {
-            PyObject *pair = Py_BuildValue("(y#y#)", key, (Py_ssize_t)klen, val, (Py_ssize_t)vlen);
+            PyObject *pair = bytes_pair(key, klen, val, vlen);
             if (pair == NULL) {
                 goto error;
             }
@@ -897,13 +1261,13 @@ build_scope(ts_asgi_slot *s, int websocket)
         SET(s_subprotocols, Py_NewRef(subprotocols));
     }
     if (chost != NULL && cport != NULL && cport != Py_None) {
-        SET(s_client, PyTuple_Pack(2, chost, cport));
+        SET(s_client, untracked(PyTuple_Pack(2, chost, cport)));
     }
     else {
         SET(s_client, Py_NewRef(Py_None));  /* a Unix socket peer has no address */
     }
     if (shost != NULL && sport != NULL) {
-        SET(s_server, PyTuple_Pack(2, shost, sport));
+        SET(s_server, untracked(PyTuple_Pack(2, shost, sport)));
     }
     if (state_dict != NULL) {
         SET(s_state, PyDict_Copy(state_dict));
@@ -976,6 +1340,7 @@ event_tuple(ts_event *ev)
         ch->slot = s;
         ch->gen = ev->gen;
         ch->released = 0;
+        ch->started = ch->complete = ch->disconnected = 0;
         scope = build_scope(s, 1);
         if (scope == NULL) {
             Py_DECREF(ch);
@@ -992,6 +1357,7 @@ event_tuple(ts_event *ev)
         ch->slot = s;
         ch->gen = ev->gen;
         ch->released = 0;
+        ch->started = ch->complete = ch->disconnected = 0;
         scope = build_scope(s, 0);
         body = PyBytes_FromStringAndSize(s->req + s->body_off, s->body_len);
         if (scope == NULL || body == NULL) {
@@ -1000,8 +1366,18 @@ event_tuple(ts_event *ev)
             Py_DECREF(ch);
             return NULL;
         }
-        t = Py_BuildValue("(iNNNO)", TS_EV_NEW, (PyObject *)ch, scope, body,
-                          s->body_done ? Py_False : Py_True);
+        t = PyTuple_New(5);
+        if (t == NULL) {
+            Py_DECREF(scope);
+            Py_DECREF(body);
+            Py_DECREF(ch);
+            return NULL;
+        }
+        PyTuple_SET_ITEM(t, 0, PyLong_FromLong(TS_EV_NEW));  /* a small int: cached */
+        PyTuple_SET_ITEM(t, 1, (PyObject *)ch);
+        PyTuple_SET_ITEM(t, 2, scope);
+        PyTuple_SET_ITEM(t, 3, body);
+        PyTuple_SET_ITEM(t, 4, Py_NewRef(s->body_done ? Py_False : Py_True));
         return t;
     }
     /* gen is fixed while the loop holds the slot, so no lock is needed */
@@ -1125,6 +1501,7 @@ static PyMethodDef mod_methods[] = {
     {"set_state", mod_set_state, METH_O, "set the lifespan state"},
     {"started", mod_started, METH_VARARGS, "report lifespan startup"},
     {"fd", mod_fd, METH_NOARGS, "the loop's eventfd"},
+    {"http_setup", mod_http_setup, METH_O, "set the exception of a send() after a disconnect"},
     {NULL, NULL, 0, NULL},
 };
 
@@ -1185,7 +1562,31 @@ ts_asgi_setup(void)
     INTERN(s_https_scheme, "https");
     INTERN(s_wss_scheme, "wss");
     INTERN(s_subprotocols, "subprotocols");
+    INTERN(s_body, "body");
+    INTERN(s_more_body, "more_body");
+    INTERN(s_status, "status");
+    INTERN(s_k_start, "http.response.start");
+    INTERN(s_k_body, "http.response.body");
+    INTERN(s_k_pathsend, "http.response.pathsend");
+    INTERN(s_waiter, "waiter");
+    INTERN(s_drain_wait, "_drain_wait");
+    INTERN(s_final, "_final");
+    INTERN(s_get, "get");
 #undef INTERN
+    empty_bytes = PyBytes_FromStringAndSize(NULL, 0);
+    empty_tuple = PyTuple_New(0);
+    client_disconnected = Py_NewRef(PyExc_ConnectionError);  /* until http_setup */
+    {
+        PyTypeObject *sent_type = (PyTypeObject *)PyType_FromSpec(&sent_spec);
+        if (sent_type == NULL || empty_bytes == NULL || empty_tuple == NULL) {
+            return -1;
+        }
+        sent = PyType_GenericAlloc(sent_type, 0);
+        Py_DECREF(sent_type);
+        if (sent == NULL) {
+            return -1;
+        }
+    }
     for (i = 0; method_names[i] != NULL; i++) {
         methods[i] = PyUnicode_InternFromString(method_names[i]);
         if (methods[i] == NULL) {

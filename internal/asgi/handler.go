@@ -102,7 +102,8 @@ func (h *Handler) logger() *slog.Logger {
 
 var unavailable = []byte("Service Unavailable\n")
 
-// ServeHTTP1 runs one HTTP request through the loop. See doc.go.
+// ServeHTTP1 runs one HTTP request through the loop (bridge.c, "Notes
+// about the implementation").
 func (h *Handler) ServeHTTP1(w *http1.ResponseWriter, r *http1.Request) {
 	if isWebSocket(r) {
 		h.serveWebSocket(w, r) // websocket.go

@@ -4,7 +4,8 @@ Loaded from the binary (python/embed.go) by internal/asgi's bridge.c, which
 calls run() on the loop thread. Go pushes events on a C-side queue and the
 loop drains them in one add_reader callback (_drain); this module turns them
 into ASGI messages. The C object ``Channel`` (one per request) hands the
-app's messages to Go without blocking: see internal/asgi/doc.go.
+app's messages to Go without blocking; for HTTP it is the app's send
+callable: see internal/asgi/bridge.c.
 
 Names follow the ASGI spec (HTTP & WebSocket 2.4, WebSocket 2.5 with the
 disconnect reason, Lifespan 2.0). WebSockets: Go owns the protocol (framing,
@@ -39,38 +40,43 @@ def _log(level, text):
 
 
 class HTTPCycle:
-    """One HTTP request: the receive and send callables the app gets."""
+    """One HTTP request: the app's receive callable and the events Go sends.
 
-    __slots__ = (
-        "chan", "scope", "loop", "messages", "body_done", "asked",
-        "disconnected", "complete", "started", "waiter", "drain_waiter",
-    )
+    The app's send callable is the C Channel itself (bridge.c, "send()"):
+    it validates each message, hands it to Go and returns a finished
+    awaitable; it holds the started/complete/disconnected state and calls
+    back here only to wait for Go to drain (_drain_wait) and to end a
+    receive() waiting for the response to complete (_final).
+    """
+
+    __slots__ = ("chan", "scope", "loop", "first", "messages", "asked", "waiter", "drain_waiter")
 
     def __init__(self, chan, scope, body, more, loop):
         self.chan = chan
         self.scope = scope
         self.loop = loop
-        self.messages = collections.deque()
-        self.messages.append({"type": "http.request", "body": body, "more_body": more})
-        self.body_done = not more
+        self.first = {"type": "http.request", "body": body, "more_body": more}
+        self.messages = None  # a deque, once a message must wait behind first
         self.asked = False
-        self.disconnected = False
-        self.complete = False
-        self.started = False
         self.waiter = None
         self.drain_waiter = None
 
     # ASGI HTTP, "Request - receive event" and "Disconnect - receive event"
     async def receive(self):
+        m = self.first
+        if m is not None:
+            self.first = None
+            return m
         if self.messages:
             return self.messages.popleft()
-        if self.disconnected or self.complete:
+        chan = self.chan
+        if chan.disconnected or chan.complete:
             return {"type": "http.disconnect"}
         if not self.asked:
             # Before the end of the body: the next chunk. After it: watch
             # for the client leaving (Go starts that only when asked).
             self.asked = True
-            self.chan.want_body()
+            chan.want_body()
         fut = self.loop.create_future()
         self.waiter = fut
         try:
@@ -86,20 +92,21 @@ class HTTPCycle:
             self.waiter = None
             w.set_result(message)
         else:
+            if self.messages is None:
+                self.messages = collections.deque()
             self.messages.append(message)
 
     def _on_body(self, body, more):
         self.asked = False
-        if not more:
-            self.body_done = True
         self._deliver({"type": "http.request", "body": body, "more_body": more})
 
     def _on_disconnect(self):
-        if self.disconnected:
+        chan = self.chan
+        if chan.disconnected:
             return
-        self.disconnected = True
+        chan.disconnected = True
         w = self.waiter
-        if w is not None and not w.done() and not self.messages:
+        if w is not None and not w.done() and not self.messages and self.first is None:
             self.waiter = None
             w.set_result({"type": "http.disconnect"})
         dw = self.drain_waiter
@@ -111,63 +118,39 @@ class HTTPCycle:
         if dw is not None and not dw.done():
             dw.set_result(None)
 
-    # ASGI HTTP, "Response Start", "Response Body" and pathsend send events
-    async def send(self, message):
-        if self.disconnected:
-            raise ClientDisconnected("the client disconnected")
-        kind = message["type"]
-        if kind == "http.response.body":
-            if not self.started:
-                raise RuntimeError("ASGI: 'http.response.body' sent before 'http.response.start'")
-            if self.complete:
-                return  # "any further messages on the channel are ignored"
-            more = message.get("more_body", False)
-            wait = self.chan.body(message.get("body", b""), more)  # raises on a bad message
-            if not more:
-                self.complete = True
-            if wait:
-                fut = self.loop.create_future()
-                self.drain_waiter = fut
-                try:
-                    await fut
-                finally:
-                    self.drain_waiter = None
-            if not more:
-                w = self.waiter
-                if w is not None and not w.done():
-                    self.waiter = None
-                    w.set_result({"type": "http.disconnect"})
-        elif kind == "http.response.start":
-            if self.started:
-                raise RuntimeError("ASGI: 'http.response.start' sent twice")
-            self.chan.start(message["status"], message.get("headers", ()))
-            self.started = True
-        elif kind == "http.response.pathsend":
-            if not self.started:
-                raise RuntimeError("ASGI: 'http.response.pathsend' sent before 'http.response.start'")
-            if self.complete:
-                return
-            self.complete = True
-            self.chan.pathsend(message["path"])
-        else:
-            raise ValueError(f"ASGI: unexpected message type {kind!r} on an HTTP connection")
+    async def _drain_wait(self):
+        # send() of a body found more than --write-buffer bytes pending.
+        fut = self.loop.create_future()
+        self.drain_waiter = fut
+        try:
+            await fut
+        finally:
+            self.drain_waiter = None
+
+    def _final(self):
+        # The final body was sent: a receive() waiting now gets http.disconnect.
+        w = self.waiter
+        if w is not None and not w.done():
+            self.waiter = None
+            w.set_result({"type": "http.disconnect"})
 
 
 async def _run_http(app, cycle):
+    chan = cycle.chan
     try:
-        await app(cycle.scope, cycle.receive, cycle.send)
+        await app(cycle.scope, cycle.receive, chan)
     except BaseException as exc:  # noqa: B902 - the app's failure is reported, never raised into the loop
-        if cycle.disconnected and isinstance(exc, (OSError, asyncio.CancelledError)):
-            cycle.chan.done(None)  # the client left: not an app error
+        if chan.disconnected and isinstance(exc, (OSError, asyncio.CancelledError)):
+            chan.done(None)  # the client left: not an app error
         else:
             scope = cycle.scope
             _log(ERROR, "ASGI app raised on %s %s\n%s" % (scope.get("method"), scope.get("path"), format_exception(exc)))
-            cycle.chan.done("error")
+            chan.done("error")
     else:
-        if not cycle.started and not cycle.disconnected:
+        if not chan.started and not chan.disconnected:
             scope = cycle.scope
             _log(ERROR, "ASGI app returned without sending a response on %s %s: answered 500" % (scope.get("method"), scope.get("path")))
-        cycle.chan.done(None)
+        chan.done(None)
 
 
 # WSCycle states
@@ -494,6 +477,7 @@ def _new_loop(kind):
 
 def run(app, lifespan_mode, loop_kind, executor_threads, write_buffer):
     """Run the loop until a STOP event; called by bridge.c on ts-loop-0."""
+    _bridge.http_setup(ClientDisconnected)
     loop, loop_name = _new_loop(loop_kind)
     asyncio.set_event_loop(loop)
     executor = ParkedExecutor(executor_threads)
