@@ -1244,6 +1244,26 @@ func TestASGI_Disconnect(t *testing.T) {
 
 // Issue "Bad input": an invalid ASGI message raises in the app's own
 // send(); uncaught, it is a 500 if nothing was sent, with one logged
+// TestASGI_SendForms: the app's send is a C callable that returns a
+// finished awaitable (bridge.c, "send()"), not a coroutine function; every
+// way apps call it works: awaited, wrapped in a task, gathered, with a
+// Mapping that is not a dict, by keyword (message=); and asyncio takes its
+// result for a coroutine.
+func TestASGI_SendForms(t *testing.T) {
+	s := Start(t, "asgi_send:app")
+	for _, route := range []string{"await", "task", "gather", "mapping", "kwargs"} {
+		if code, body := asgiGetT(t, s, "/"+route); code != 200 || body != route {
+			t.Errorf("GET /%s = %d %q; want 200 %q", route, code, body, route)
+		}
+	}
+	if code, body := asgiGetT(t, s, "/check"); code != 200 || body != "True True" {
+		t.Errorf("GET /check = %d %q; want 200 \"True True\" (asyncio.iscoroutine, inspect.isawaitable)", code, body)
+	}
+	if logs := s.Logs(); strings.Contains(logs, "Traceback") {
+		t.Errorf("an app error was logged:\n%s", logs)
+	}
+}
+
 // traceback, and the loop keeps serving. DESIGN.md, the bytes rule.
 func TestASGI_BadInput(t *testing.T) {
 	s := Start(t, "asgi_bad:app")

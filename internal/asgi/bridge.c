@@ -990,17 +990,18 @@ channel_send(Channel *self, PyObject *message)
     return NULL;
 }
 
-/* tp_call: send(message). */
+/* tp_call: send(message), the one argument by position or keyword, as
+ * for an "async def send(message)". */
 static PyObject *
 channel_call(Channel *self, PyObject *args, PyObject *kwargs)
 {
+    static char *names[] = {"message", NULL};
     PyObject *message;
 
-    if (kwargs != NULL && PyDict_GET_SIZE(kwargs) != 0) {
-        PyErr_SetString(PyExc_TypeError, "send() takes no keyword arguments");
-        return NULL;
+    if (kwargs == NULL && PyTuple_GET_SIZE(args) == 1) {
+        return channel_send(self, PyTuple_GET_ITEM(args, 0));
     }
-    if (!PyArg_UnpackTuple(args, "send", 1, 1, &message)) {
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O:send", names, &message)) {
         return NULL;
     }
     return channel_send(self, message);
