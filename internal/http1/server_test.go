@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"net/http"
 	"regexp"
 	"strconv"
 	"strings"
@@ -531,6 +532,46 @@ func TestB40_Timeouts(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestB40_HeadTimeoutKeptAlive: on a kept-alive connection the header
+// timeout applies to the next request's head from its first byte, not
+// the longer keep-alive timeout that was waiting for it: both when the
+// partial head follows a response and when it is pipelined behind a
+// request (the deadline is armed only when the head needs another read).
+func TestB40_HeadTimeoutKeptAlive(t *testing.T) {
+	ts := newTestServer(t, func(s *Server) {
+		s.HeaderTimeout = 300 * time.Millisecond
+		s.KeepAliveTimeout = 10 * time.Second
+	})
+	t.Run("after-response", func(t *testing.T) {
+		c, err := net.Dial("tcp", ts.addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		c.SetDeadline(time.Now().Add(5 * time.Second))
+		br := bufio.NewReader(c)
+		io.WriteString(c, "GET / HTTP/1.1\r\nHost: a\r\n\r\n")
+		resp, err := http.ReadResponse(br, &http.Request{Method: "GET"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		start := time.Now()
+		io.WriteString(c, "GET / HTTP/1.1\r\nHost: a\r\n")
+		rest, _ := io.ReadAll(br)
+		if got := statuses(string(rest)); fmt.Sprint(got) != "[408]" || time.Since(start) > 3*time.Second {
+			t.Errorf("partial head after a response: %v after %v; want [408] after about 300ms\n%s", got, time.Since(start), rest)
+		}
+	})
+	t.Run("pipelined", func(t *testing.T) {
+		start := time.Now()
+		out, eof := ts.exchange(t, "GET / HTTP/1.1\r\nHost: a\r\n\r\nGET / HTTP/1.1\r\nHost: a\r\n", 5*time.Second)
+		if got := statuses(out); !eof || fmt.Sprint(got) != "[200 408]" || time.Since(start) > 3*time.Second {
+			t.Errorf("pipelined partial head: %v eof=%v after %v; want [200 408]\n%s", got, eof, time.Since(start), out)
+		}
+	})
 }
 
 // TestServer_Concurrency: above MaxConcurrency requests get 503 + Retry-After.

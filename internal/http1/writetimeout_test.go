@@ -6,6 +6,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os"
 	"strings"
 	"syscall"
 	"testing"
@@ -131,4 +132,81 @@ func TestServer_WriteTimeout(t *testing.T) {
 			t.Errorf("Write to a steady reader failed after %v: %v", res.d, res.err)
 		}
 	})
+}
+
+// TestServer_WriteDeadlineNotLeftArmed: a write deadline armed for a
+// response that had to wait for the client (its socket buffer full) must
+// not outlive that response: on a kept-alive connection idle for longer
+// than WriteTimeout, the next response is written, not failed at once by
+// the old deadline having passed.
+func TestServer_WriteDeadlineNotLeftArmed(t *testing.T) {
+	const timeout = 300 * time.Millisecond
+	const size = 4 << 20
+	ts, done := bigServer(t, timeout, size)
+	c := dialSmallWindow(t, ts.addr)
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(30 * time.Second))
+	br := bufio.NewReaderSize(c, 64<<10)
+	io.WriteString(c, "GET /big HTTP/1.1\r\nHost: a\r\n\r\n")
+	time.Sleep(50 * time.Millisecond) // the server's write fills the buffers and waits
+	resp, err := http.ReadResponse(br, &http.Request{Method: "GET"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n, err := io.Copy(io.Discard, resp.Body); n != size || err != nil {
+		t.Fatalf("big body: %d bytes, %v; want %d", n, err, size)
+	}
+	if res := <-done; res.err != nil {
+		t.Fatalf("big write: %v", res.err)
+	}
+	time.Sleep(3 * timeout) // past any deadline the big write armed
+	io.WriteString(c, "GET /small HTTP/1.1\r\nHost: a\r\n\r\n")
+	resp, err = http.ReadResponse(br, &http.Request{Method: "GET"})
+	if err != nil {
+		t.Fatalf("the response after an idle spell longer than WriteTimeout: %v", err)
+	}
+	body, _ := io.ReadAll(io.LimitReader(resp.Body, 16))
+	if resp.StatusCode != 200 || string(body) != "ok\n" {
+		t.Errorf("after the idle spell: %d %q; want 200 \"ok\\n\"", resp.StatusCode, body)
+	}
+}
+
+// TestServer_SendFileDeadlineNotLeftArmed: the same for a file sent with
+// sendfile(2), whose write deadline is armed before it starts.
+func TestServer_SendFileDeadlineNotLeftArmed(t *testing.T) {
+	const timeout = 300 * time.Millisecond
+	f, err := os.CreateTemp(t.TempDir(), "file")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.WriteString("file\n")
+	ts := newTestServer(t, func(s *Server) { s.WriteTimeout = timeout }, func(w *ResponseWriter, r *Request) {
+		if string(r.Path) != "/file" {
+			w.WriteSimple(200, "text/plain", []byte("ok\n"), nil)
+			return
+		}
+		w.WriteHead(200, []byte("200 OK"), nil, 5, false)
+		w.SendFile(f, 0, 5)
+	})
+	c, err := net.Dial("tcp", ts.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(30 * time.Second))
+	br := bufio.NewReader(c)
+	for i, path := range []string{"/file", "/small"} {
+		if i > 0 {
+			time.Sleep(3 * timeout) // past the deadline the sendfile armed
+		}
+		io.WriteString(c, "GET "+path+" HTTP/1.1\r\nHost: a\r\n\r\n")
+		resp, err := http.ReadResponse(br, &http.Request{Method: "GET"})
+		if err != nil {
+			t.Fatalf("GET %s: %v", path, err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		if resp.StatusCode != 200 || len(body) == 0 {
+			t.Errorf("GET %s: %d %q", path, resp.StatusCode, body)
+		}
+	}
 }
