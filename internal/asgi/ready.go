@@ -1,6 +1,7 @@
 package asgi
 
 /*
+#include <stdlib.h>
 #include "asgi.h"
 */
 import "C"
@@ -10,6 +11,7 @@ import (
 	"io"
 	"os"
 	"sync"
+	"unsafe"
 )
 
 // The ready list's Go half (bridge.c, "Loop -> Go"). The loop lists a
@@ -41,7 +43,8 @@ func startDispatcher() error {
 // dispatch wakes the goroutines of the slots the loop lists, for ever.
 func dispatch(f *os.File) {
 	var buf [8]byte
-	idx := make([]C.int, 256)
+	// In C memory: the cgo call below passes no Go pointer to check.
+	idx := unsafe.Slice((*C.int)(C.calloc(256, C.sizeof_int)), 256)
 	var all []*slot
 	for {
 		if _, err := io.ReadFull(f, buf[:]); err != nil {

@@ -40,6 +40,13 @@
 //     requests are answered in order, each parsed only after the previous
 //     response is finished (RFC 9112 §9.3.2).
 //
+// Per kept-alive request the server sets one timer (the keep-alive
+// deadline) and, under load, makes one read: the goroutine yields once
+// before reading the next request, so the read usually finds it instead
+// of failing with EAGAIN; the head's deadline is armed only when the head
+// needs a second read, and WriteTimeout only when a write finds the socket
+// buffer full (connWriter).
+//
 // A handler may take the connection over in step 4 with Hijack (WebSocket
 // upgrades): steps 5 and 6 are skipped and the server forgets the
 // connection at once (hijack.go).

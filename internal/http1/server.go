@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"runtime"
 	"runtime/debug"
 	"sync"
 	"sync/atomic"
@@ -444,16 +445,17 @@ type connReader struct {
 	bodyWait  time.Duration
 
 	// headArm: the next socket read (the head did not come whole with
-	// its first bytes) must first arm the head's deadline, headDue. Set
-	// lazily: most heads arrive in one segment and need no timer.
-	headArm bool
-	headDue time.Time
+	// its first bytes) must first arm the head's deadline, headTimeout
+	// from then (the first bytes came microseconds before). Lazily: most
+	// heads arrive in one segment and need no timer.
+	headArm     bool
+	headTimeout time.Duration
 }
 
-// armHead makes the head's deadline, from now, apply to the next socket
-// read, if one is needed before the head is complete.
+// armHead makes the head's timeout apply to the next socket read, if one
+// is needed before the head is complete.
 func (r *connReader) armHead(d time.Duration) {
-	r.headArm, r.headDue = true, time.Now().Add(d)
+	r.headArm, r.headTimeout = true, d
 }
 
 // startBody arms the body read limits for a new request.
@@ -488,7 +490,7 @@ func (r *connReader) Read(p []byte) (int, error) {
 	}
 	if r.headArm {
 		r.headArm = false
-		r.c.rwc.SetReadDeadline(r.headDue)
+		r.c.rwc.SetReadDeadline(time.Now().Add(r.headTimeout))
 	}
 	return r.c.rwc.Read(p)
 }
@@ -650,6 +652,14 @@ func (c *conn) serve() {
 					return
 				}
 				c.state.Store(stateIdle)
+				// Yield before reading: under load, by the time this
+				// goroutine runs again the client has usually sent its
+				// next request, and the read takes it at once instead
+				// of failing with EAGAIN and parking in the poller
+				// (reads per ASGI hello request at 256 connections
+				// 1.91 -> 0.99, CPU per request -7 %). With nothing
+				// else runnable it returns at once.
+				runtime.Gosched()
 				c.rwc.SetReadDeadline(time.Now().Add(lim.keepAlive))
 			} else {
 				c.rwc.SetReadDeadline(deadline)
