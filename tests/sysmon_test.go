@@ -143,3 +143,64 @@ func loopThread(t *testing.T, pid int) int {
 	}
 	return best
 }
+
+// The master keeps each worker's sysmon out of its deep sleep
+// (internal/supervise, sysmonAwake: GODEBUG schedtrace at its longest
+// period): an idle worker's sysmon sleeps in nanosleep, backed off, not
+// parked on a futex that the next syscall must wake. A user's own
+// schedtrace is kept; TURNSTILE_SYSMON_AWAKE=0 leaves GODEBUG alone and
+// sysmon parks.
+func TestSysmon_Awake(t *testing.T) {
+	for _, arm := range []struct {
+		name      string
+		env       []string
+		godebug   string
+		nanosleep bool
+	}{
+		{"default", nil, "schedtrace=2147483647", true},
+		{"users", []string{"GODEBUG=gctrace=0,schedtrace=2000000000"}, "gctrace=0,schedtrace=2000000000", true},
+		{"off", []string{"TURNSTILE_SYSMON_AWAKE=0", "GODEBUG=gctrace=0"}, "gctrace=0", false},
+	} {
+		t.Run(arm.name, func(t *testing.T) {
+			cmd := Command(t, "asgi_hello:app")
+			cmd.Env = append(os.Environ(), arm.env...)
+			s, listening := startCmd(t, cmd)
+			WaitListening(t, s, listening, 30*time.Second)
+			if code, _ := s.Get(t, "/"); code != 200 {
+				t.Fatalf("GET /: %d", code)
+			}
+			pid := asgiServingPID(t, s)
+			environ, _ := os.ReadFile(fmt.Sprintf("/proc/%d/environ", pid))
+			godebug := ""
+			for _, kv := range strings.Split(string(environ), "\x00") {
+				if v, ok := strings.CutPrefix(kv, "GODEBUG="); ok {
+					godebug = v
+				}
+			}
+			if godebug != arm.godebug {
+				t.Errorf("worker GODEBUG = %q; want %q", godebug, arm.godebug)
+			}
+			time.Sleep(1500 * time.Millisecond) // idle: sysmon backs off or parks
+			var sysmon int
+			for tid, p := range goThreadPolicies(t, pid) {
+				if p == 3 {
+					sysmon = tid
+				}
+			}
+			if sysmon == 0 {
+				t.Fatal("no Go thread under SCHED_BATCH (sysmon)")
+			}
+			var seen []string
+			for i := 0; i < 20; i++ {
+				wchan, _ := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/wchan", pid, sysmon))
+				w := string(wchan)
+				if (arm.nanosleep && strings.Contains(w, "nanosleep")) || (!arm.nanosleep && strings.Contains(w, "futex")) {
+					return
+				}
+				seen = append(seen, w)
+				time.Sleep(5 * time.Millisecond)
+			}
+			t.Errorf("idle sysmon (thread %d) waits in %q; want %s", sysmon, seen, map[bool]string{true: "nanosleep (awake)", false: "a futex (parked)"}[arm.nanosleep])
+		})
+	}
+}
