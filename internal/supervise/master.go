@@ -124,16 +124,13 @@ type Master struct {
 	cred      *syscall.Credential
 	reloading bool   // a SIGHUP/--reload rolling restart runs: READY=1 when it ends
 	dir       string // worker admin sockets; "" when the admin listener is off
-	// schedTrace: the workers' GODEBUG has schedtraceMax (sysmonAwake);
-	// their stderr is rid of its trace lines.
-	schedTrace bool
-	admin      *http.Server
-	spawner    *spawner
-	events     chan event
-	started    chan struct{} // closed when every worker is ready at first start
-	done       chan struct{} // closed when the loop has ended
-	code       int
-	startErr   error
+	admin     *http.Server
+	spawner   *spawner
+	events    chan event
+	started   chan struct{} // closed when every worker is ready at first start
+	done      chan struct{} // closed when the loop has ended
+	code      int
+	startErr  error
 
 	snap     atomic.Pointer[snapshot]
 	restarts *prometheus.CounterVec
@@ -175,7 +172,6 @@ func New(cfg *config.Config, log *slog.Logger, out io.Writer) *Master {
 		events: make(chan event, 64), started: make(chan struct{}), done: make(chan struct{}),
 		want: cfg.Workers, slots: map[int]*proc{}, procs: map[*proc]struct{}{}, fails: map[int]int{},
 		respawn: map[int]*time.Timer{}}
-	_, m.schedTrace = sysmonAwake(os.Environ()) // as workerEnv will
 	m.restarts = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "turnstile_worker_restarts_total",
 		Help: "Worker processes replaced, by cause: crash, hup, reload, max-requests, timeout, lifetime, max-rss.",

@@ -230,56 +230,7 @@ func workerEnv() []string {
 		}
 		env = append(env, kv)
 	}
-	env, _ = sysmonAwake(env)
 	return env
-}
-
-// schedtraceMax is GODEBUG's schedtrace at its longest period, 2^31-1 ms
-// (24.8 days).
-const schedtraceMax = "schedtrace=2147483647"
-
-// sysmonAwake adds schedtraceMax to the workers' GODEBUG, which keeps the
-// Go runtime's sysmon thread out of its deep sleep: the runtime parks
-// sysmon when every P is idle (a worker whose goroutines all wait on
-// Python, between requests) and the next syscall wakes it, a futex wake
-// and two context switches per request at a moderate rate; awake, it
-// backs off to one wake-up per 10 ms instead (docs/design.md, "sysmon
-// stays awake"). The trace itself prints only once the monotonic clock
-// passes a period, after 24.8 days of host uptime; readStderr drops those
-// lines. It reports whether it added the setting: not when
-// TURNSTILE_SYSMON_AWAKE=0 or GODEBUG already sets schedtrace.
-func sysmonAwake(env []string) ([]string, bool) {
-	if os.Getenv("TURNSTILE_SYSMON_AWAKE") == "0" {
-		return env, false
-	}
-	for i, kv := range env {
-		v, ok := strings.CutPrefix(kv, "GODEBUG=")
-		if !ok {
-			continue
-		}
-		for _, f := range strings.Split(v, ",") {
-			if strings.HasPrefix(strings.TrimSpace(f), "schedtrace=") {
-				return env, false // the user's own
-			}
-		}
-		if v != "" {
-			v += ","
-		}
-		env[i] = "GODEBUG=" + v + schedtraceMax
-		return env, true
-	}
-	return append(env, "GODEBUG="+schedtraceMax), true
-}
-
-// isSchedTrace reports whether line is the runtime's schedtrace output
-// ("SCHED 0ms: gomaxprocs=1 idleprocs=1 ...").
-func isSchedTrace(line []byte) bool {
-	rest, ok := bytes.CutPrefix(line, []byte("SCHED "))
-	if !ok {
-		return false
-	}
-	_, after, ok := bytes.Cut(rest, []byte("ms: "))
-	return ok && bytes.HasPrefix(after, []byte("gomaxprocs="))
 }
 
 // readControl turns the worker's control lines into events.
@@ -320,7 +271,7 @@ func (m *Master) readStderr(p *proc, r *os.File) {
 		}
 		line := append(long, chunk...) // a copy: chunk is the reader's buffer
 		long = nil
-		if len(line) > 0 && !(m.schedTrace && isSchedTrace(line)) {
+		if len(line) > 0 {
 			if line[len(line)-1] != '\n' {
 				line = append(line, '\n')
 			}
