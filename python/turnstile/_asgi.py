@@ -39,7 +39,28 @@ def _log(level, text):
     _turnstile.log(level, text)
 
 
-class HTTPCycle:
+class _DrainWait:
+    """A send() that found more than --write-buffer bytes pending waits for
+    Go to write them (DRAINED); both cycles. Subclasses have the slots loop
+    and drain_waiter."""
+
+    __slots__ = ()
+
+    def _on_drained(self):
+        dw = self.drain_waiter
+        if dw is not None and not dw.done():
+            dw.set_result(None)
+
+    async def _drain_wait(self):
+        fut = self.loop.create_future()
+        self.drain_waiter = fut
+        try:
+            await fut
+        finally:
+            self.drain_waiter = None
+
+
+class HTTPCycle(_DrainWait):
     """One HTTP request: the app's receive callable and the events Go sends.
 
     The app's send callable is the C Channel itself (bridge.c, "send()"):
@@ -113,20 +134,6 @@ class HTTPCycle:
         if dw is not None and not dw.done():
             dw.set_exception(ClientDisconnected("the client disconnected"))
 
-    def _on_drained(self):
-        dw = self.drain_waiter
-        if dw is not None and not dw.done():
-            dw.set_result(None)
-
-    async def _drain_wait(self):
-        # send() of a body found more than --write-buffer bytes pending.
-        fut = self.loop.create_future()
-        self.drain_waiter = fut
-        try:
-            await fut
-        finally:
-            self.drain_waiter = None
-
     def _final(self):
         # The final body was sent: a receive() waiting now gets http.disconnect.
         w = self.waiter
@@ -158,7 +165,7 @@ WS_CONNECTING, WS_ACCEPTED, WS_CLOSED, WS_RESPONSE, WS_DENIED = range(5)
 WS_TEXT, WS_BINARY = 1, 2  # record kinds (internal/asgi/asgi.h)
 
 
-class WSCycle:
+class WSCycle(_DrainWait):
     """One WebSocket: the receive and send callables the app gets (ASGI
     WebSocket 2.5). Messages from the client arrive as ready-made
     websocket.receive dicts; Go stops reading the socket while --ws-max-queue
@@ -227,19 +234,6 @@ class WSCycle:
         if dw is not None and not dw.done():
             dw.set_exception(ClientDisconnected("the client disconnected"))
 
-    def _on_drained(self):
-        dw = self.drain_waiter
-        if dw is not None and not dw.done():
-            dw.set_result(None)
-
-    async def _drained(self):
-        fut = self.loop.create_future()
-        self.drain_waiter = fut
-        try:
-            await fut
-        finally:
-            self.drain_waiter = None
-
     # ASGI WebSocket, "Accept", "Send" and "Close" send events, and the
     # "WebSocket Denial Response" extension
     async def send(self, message):
@@ -259,7 +253,7 @@ class WSCycle:
                     raise ValueError("ASGI: 'websocket.send' needs 'bytes' or 'text'")
                 wait = self.chan.ws_send(WS_BINARY, data)
             if wait:
-                await self._drained()
+                await self._drain_wait()
         elif kind == "websocket.accept":
             if self.closed is not None:
                 raise ClientDisconnected("the client disconnected")
@@ -301,7 +295,7 @@ class WSCycle:
             if not more:
                 self.state = WS_DENIED
             if self.chan.body(message.get("body", b""), more):
-                await self._drained()
+                await self._drain_wait()
         else:
             raise ValueError(f"ASGI: unexpected message type {kind!r} on a WebSocket connection")
 
