@@ -320,8 +320,8 @@ func (h *Handler) serveWebSocket(w *http1.ResponseWriter, r *http1.Request) {
 	headSent := false
 	for {
 		<-s.ready
-		var t C.ts_asgi_take_result
-		C.ts_asgi_take(s.c, &t)
+		t := s.take // C memory: the hot cgo call passes no Go pointer
+		C.ts_asgi_take(s.c, t)
 		if t.head_ready != 0 && t.status == 101 && !headSent {
 			head := C.GoBytes(unsafe.Pointer(t.head), C.int(t.status_len+t.header_len))[t.status_len:]
 			ws, err := h.upgrade(w, hs, head, s, gen)
@@ -337,7 +337,7 @@ func (h *Handler) serveWebSocket(w *http1.ResponseWriter, r *http1.Request) {
 				return
 			}
 			status, held = 101, false
-			ws.start(&t) // frees t.error
+			ws.start(t) // frees t.error; the writer takes into s.take only after this
 			return
 		}
 		if t.head_ready != 0 && !headSent {
@@ -686,9 +686,9 @@ func (ws *wsSession) writeLoop() {
 		if ws.readerDone.Load() {
 			break
 		}
-		var t C.ts_asgi_take_result
-		C.ts_asgi_take(s.c, &t)
-		ws.handle(&t)
+		t := s.take
+		C.ts_asgi_take(s.c, t)
+		ws.handle(t)
 		C.ts_asgi_written(s.c, ws.gen)
 		if code := int(ws.stopCode.Load()); code != 0 {
 			ws.sendClose(code, "") // first: the app's return must not close with 1000
