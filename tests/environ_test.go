@@ -77,6 +77,8 @@ func TestEnviron_FromTheHead(t *testing.T) {
 
 // PEP 3333: "SERVER_NAME and SERVER_PORT ... can never be empty strings".
 // On a Unix socket without Host there is no port: the scheme's default.
+// The client of a Unix socket is unnamed: REMOTE_ADDR is "" (gunicorn's
+// value), not Go's "@" for an unnamed address, and there is no port.
 func TestEnviron_UnixSocketWithoutHost(t *testing.T) {
 	sock := filepath.Join(t.TempDir(), "s.sock")
 	Start(t, "--uds", sock, "environ_echo:app")
@@ -88,6 +90,9 @@ func TestEnviron_UnixSocketWithoutHost(t *testing.T) {
 	env := environOf(t, c, "GET /env HTTP/1.0\r\n\r\n")
 	if env["SERVER_PORT"] != "80" || env["SERVER_NAME"] == "" {
 		t.Errorf("SERVER_NAME %q, SERVER_PORT %q; want both set, the port 80", env["SERVER_NAME"], env["SERVER_PORT"])
+	}
+	if env["REMOTE_ADDR"] != "" || env["REMOTE_PORT"] != "" {
+		t.Errorf("REMOTE_ADDR %q, REMOTE_PORT %q over a Unix socket; want both empty", env["REMOTE_ADDR"], env["REMOTE_PORT"])
 	}
 }
 

@@ -36,7 +36,9 @@ func (r *Request) Addrs() *AddrText {
 }
 
 // splitAddr appends a's host to host and its port to port. A Unix socket
-// address has its path as host and no port.
+// address has its path as host and no port; an unnamed Unix socket (a
+// client that did not bind, Go's "@") has neither, so REMOTE_ADDR is ""
+// as under gunicorn, whose accept(2) peer name is the empty string.
 func splitAddr(host, port []byte, a net.Addr) ([]byte, []byte) {
 	if ta, ok := a.(*net.TCPAddr); ok {
 		if ip4 := ta.IP.To4(); ip4 != nil {
@@ -55,7 +57,10 @@ func splitAddr(host, port []byte, a net.Addr) ([]byte, []byte) {
 		return host, port
 	}
 	if a.Network() == "unix" {
-		return append(host, a.String()...), port
+		if name := a.String(); name != "@" {
+			host = append(host, name...)
+		}
+		return host, port
 	}
 	h, p, err := net.SplitHostPort(a.String())
 	if err != nil {

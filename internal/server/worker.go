@@ -187,7 +187,10 @@ func addrString(a net.Addr) string {
 	if a == nil {
 		return ""
 	}
-	return a.String()
+	if s := a.String(); s != "@" { // "@": an unnamed Unix socket client, REMOTE_ADDR "" (internal/http1/addr.go)
+		return s
+	}
+	return ""
 }
 
 func appDir(cfg *config.Config) string {

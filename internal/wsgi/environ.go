@@ -84,7 +84,9 @@ func buildEnviron(b []byte, r *http1.Request, scriptName []byte, scratch *[]byte
 	}
 	ac := r.Addrs()
 	add(keyRemoteAddr, nil, ac.RemoteHost)
-	add(keyRemotePort, nil, ac.RemotePort)
+	if len(ac.RemotePort) > 0 { // a Unix socket's client has none: no key, as under gunicorn
+		add(keyRemotePort, nil, ac.RemotePort)
+	}
 
 	// wsgi.url_scheme: the template's "http" unless TLS or a trusted
 	// proxy (internal/proxy) said https.
