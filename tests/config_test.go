@@ -363,6 +363,17 @@ func TestConfig_Check(t *testing.T) {
 	if code != 0 || strings.Contains(out, "listening") {
 		t.Errorf("check: exit %d:\n%s", code, out)
 	}
+	// A 0 that means something says what, as the flag's help does; the
+	// JSON report keeps the plain value.
+	for _, re := range []string{`(?m)^timeout\s+0s \(off\)\s+default$`, `(?m)^max-requests\s+0 \(never\)\s+default$`,
+		`(?m)^limit-concurrency\s+0 \(no limit\)\s+default$`, `(?m)^max-requests-jitter\s+0\s+default$`} {
+		if !regexpMatch(re, out) {
+			t.Errorf("check's text report does not match %s:\n%s", re, out)
+		}
+	}
+	if r, _, _ := cfCheck(t, cfEnv(), "conf_app:app"); r.get(t, "timeout").Value != "0s" {
+		t.Errorf("JSON timeout: %+v, want the plain 0s", r.get(t, "timeout"))
+	}
 }
 
 // Workers get the master's settings, not a fresh read: a file changed

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"regexp"
 	"strings"
 	"syscall"
 	"text/tabwriter"
@@ -124,6 +125,11 @@ func checkCommand(cfg *config.Config, maxRSSMiB *int64, code *int) *cobra.Comman
 					if l, ok := s.Value.([]string); ok {
 						v = "[" + strings.Join(l, ", ") + "]"
 					}
+					if f := cmd.Flags().Lookup(s.Name); f != nil && (v == "0" || v == "0s") {
+						if m := zeroMeaning.FindStringSubmatch(f.Usage); m != nil {
+							v += " (" + m[1] + ")" // what 0 stands for: "off", "never", "no limit"
+						}
+					}
 					src := string(s.Source)
 					if s.Source != cliconf.Default {
 						src += " (" + s.Origin + ")"
@@ -142,6 +148,10 @@ func checkCommand(cfg *config.Config, maxRSSMiB *int64, code *int) *cobra.Comman
 	c.Flags().StringVar(&format, "format", "text", "output: text or json")
 	return c
 }
+
+// zeroMeaning finds what a flag's usage says 0 means: "(0 = off)",
+// "(...; 0 = no limit)", "(0: CPython's 0.005)".
+var zeroMeaning = regexp.MustCompile(`\b0(?: =|:) ([^;)]+)\)`)
 
 // dropTo switches every thread of this process to cred (Linux: Go applies
 // setuid(2) and friends to all threads).
