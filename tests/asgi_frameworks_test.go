@@ -277,6 +277,35 @@ func TestFastAPI_Streaming(t *testing.T) {
 	fwNoPythonErrors(t, s)
 }
 
+// A client that leaves in the middle of a StreamingResponse is not an app
+// error. Starlette, told spec_version 2.4, turns send()'s ClientDisconnected
+// (an OSError) into its own ClientDisconnect, which is not one: it was
+// logged with its traceback at ERROR for every aborted stream (uvicorn
+// says 2.3 and Starlette cancels the stream quietly).
+func TestFastAPI_StreamClientLeaves(t *testing.T) {
+	s := Start(t, fastapiApp)
+	for i := 0; i < 3; i++ {
+		c := dialT(t, s.Addr)
+		io.WriteString(c, "GET /stream?n=100&gap_ms=20 HTTP/1.1\r\nHost: a\r\n\r\n")
+		c.SetReadDeadline(time.Now().Add(10 * time.Second))
+		br := bufio.NewReader(c)
+		resp, err := http.ReadResponse(br, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := make([]byte, 16)
+		if _, err := io.ReadAtLeast(resp.Body, p, len("chunk 0\n")); err != nil {
+			t.Fatalf("first chunk: %v", err)
+		}
+		c.Close()
+	}
+	time.Sleep(500 * time.Millisecond) // the next chunks' send() find the client gone
+	if resp, body, err := fwGet(asgiClient, s.URL+"/stream?n=2&gap_ms=0"); err != nil || resp.StatusCode != 200 || body != "chunk 0\nchunk 1\n" {
+		t.Fatalf("after the aborted streams: %v %q", err, body)
+	}
+	fwNoPythonErrors(t, s)
+}
+
 // A route that awaits asyncio.to_thread runs its function on the server's
 // parked pool (ts-exec-N), several at once.
 func TestFastAPI_ToThread(t *testing.T) {

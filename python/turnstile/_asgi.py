@@ -142,12 +142,26 @@ class HTTPCycle(_DrainWait):
             w.set_result({"type": "http.disconnect"})
 
 
+def _from_disconnect(exc):
+    """True when exc is the client leaving (send()'s ClientDisconnected, a
+    cancelled task), or was raised while handling it: Starlette, told
+    spec_version 2.4, turns send()'s OSError into its own ClientDisconnect
+    inside the except block, so the OSError is its __context__."""
+    for _ in range(8):
+        if exc is None:
+            return False
+        if isinstance(exc, (OSError, asyncio.CancelledError)):
+            return True
+        exc = exc.__cause__ or exc.__context__
+    return False
+
+
 async def _run_http(app, cycle):
     chan = cycle.chan
     try:
         await app(cycle.scope, cycle.receive, chan)
     except BaseException as exc:  # noqa: B902 - the app's failure is reported, never raised into the loop
-        if chan.disconnected and isinstance(exc, (OSError, asyncio.CancelledError)):
+        if chan.disconnected and _from_disconnect(exc):
             chan.done(None)  # the client left: not an app error
         else:
             scope = cycle.scope
@@ -315,7 +329,7 @@ async def _run_ws(app, cycle):
         await app(cycle.scope, cycle.receive, cycle.send)
     except BaseException as exc:  # noqa: B902 - reported, never raised into the loop
         if cycle.closed is not None and (
-            isinstance(exc, (OSError, asyncio.CancelledError))
+            _from_disconnect(exc)
             # frameworks turn ClientDisconnected into their own exception
             or type(exc).__name__ == "WebSocketDisconnect"
         ):
