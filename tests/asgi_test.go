@@ -1511,3 +1511,96 @@ func TestASGI_ExecutorContextVars(t *testing.T) {
 		}
 	}
 }
+
+// ---- response framing the app gets wrong ------------------------------------------
+
+// A response the app leaves unfinished, or whose body disagrees with its
+// Content-Length, is an app error said in the log (uvicorn: "ASGI callable
+// returned without completing response", "Response content longer/shorter
+// than Content-Length"), and the client sees the connection cut, never a
+// clean end; conflicting Content-Length headers are refused in send()
+// (RFC 9110 §8.6). The app's "Connection: close" is honoured (RFC 9112
+// §9.6). Before, all of these went unlogged, counted as clean 200s, a
+// longer body was cut silently and the Connection header was dropped.
+func TestASGI_ResponseFraming(t *testing.T) {
+	s := Start(t, "asgi_framing:app")
+	get := func(path string) (string, bool) {
+		return rawExchange(s.Addr, "GET "+path+" HTTP/1.1\r\nHost: a\r\n\r\n", 3*time.Second)
+	}
+	logged := func(t *testing.T, path, text string, traceback bool) {
+		t.Helper()
+		recs := waitLogRecords(s.Logs, 3*time.Second, func(rec map[string]any) bool {
+			rt := recordText(rec)
+			return strings.Contains(rt, text) && (!traceback || strings.Contains(rt, "Traceback")) && (traceback || strings.Contains(rt, path))
+		})
+		if len(recs) != 1 {
+			t.Errorf("%s: %d log records with %q; want 1", path, len(recs), text)
+		}
+	}
+	for _, tc := range []struct {
+		path, wire, text string
+		traceback        bool
+	}{
+		{"/start-only", "Transfer-Encoding: chunked", "without completing the response", false},
+		{"/more-then-return", "3\r\nabc\r\n", "without completing the response", false},
+		{"/cl-short", "Content-Length: 10\r\n", "shorter than its Content-Length (7 bytes missing)", true},
+		{"/cl-long", "Content-Length: 2\r\n", "longer than its Content-Length (4 bytes too many)", true},
+	} {
+		t.Run(tc.path, func(t *testing.T) {
+			raw, closed := get(tc.path)
+			if !strings.HasPrefix(raw, "HTTP/1.1 200 ") || !strings.Contains(raw, tc.wire) || !closed || strings.HasSuffix(raw, "\r\n0\r\n\r\n") {
+				t.Errorf("GET %s: %q (closed %v); want the head with %q, then a cut connection", tc.path, raw, closed, tc.wire)
+			}
+			if strings.Contains(raw, "abcdef") || strings.HasSuffix(raw, "\r\n\r\nab") {
+				t.Errorf("GET %s: %q: bytes past the Content-Length went out", tc.path, raw)
+			}
+			logged(t, tc.path, tc.text, tc.traceback)
+		})
+	}
+	t.Run("conflicting-lengths", func(t *testing.T) {
+		if code, body := asgiGetT(t, s, "/cl-dup"); code != 500 || bodyLeaks(body) {
+			t.Errorf("GET /cl-dup = %d %q; want a generic 500", code, body)
+		}
+		logged(t, "/cl-dup", "conflicting content-length headers 2 and 3", true)
+	})
+	for path, want := range map[string]string{"/cl-dup-same": "ok", "/cl-parts": "abcdef", "/cl-long-caught": "ab"} {
+		if code, body := asgiGetT(t, s, path); code != 200 || body != want {
+			t.Errorf("GET %s = %d %q; want 200 %q", path, code, body, want)
+		}
+	}
+	// A declared length with no body is right for HEAD, 204 and 304: kept alive.
+	raw, _ := rawExchange(s.Addr, "HEAD /cl-empty HTTP/1.1\r\nHost: a\r\n\r\nGET /cl-empty?status=304 HTTP/1.1\r\nHost: a\r\n\r\n"+
+		"GET /cl-empty?status=204 HTTP/1.1\r\nHost: a\r\n\r\nGET /ok HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n", 3*time.Second)
+	if codes := StatusCodes(raw); strings.Join(codes, " ") != "200 304 204 200" || !strings.Contains(raw, "Content-Length: 10\r\n") {
+		t.Errorf("HEAD, 304 and 204 with a Content-Length and no body, pipelined: %v\n%q; want 200 304 204 200 on one connection", codes, raw)
+	}
+
+	// The app's Connection: close: said on the wire, and the pipelined
+	// request after it is not served; keep-alive changes nothing.
+	raw, closed := rawExchange(s.Addr, "GET /conn-close HTTP/1.1\r\nHost: a\r\n\r\nGET /ok HTTP/1.1\r\nHost: a\r\n\r\n", 3*time.Second)
+	if codes := StatusCodes(raw); len(codes) != 1 || !strings.Contains(raw, "Connection: close\r\n") || !closed || !strings.HasSuffix(raw, "bye") {
+		t.Errorf("GET /conn-close then /ok pipelined: %q (closed %v); want one response with Connection: close, then the close", raw, closed)
+	}
+	raw, _ = rawExchange(s.Addr, "GET /conn-other HTTP/1.1\r\nHost: a\r\n\r\nGET /ok HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n", 3*time.Second)
+	if codes := StatusCodes(raw); len(codes) != 2 || strings.Count(raw, "Connection:") != 1 {
+		t.Errorf("GET /conn-other then /ok pipelined: %q; want two responses, only the last with a Connection header", raw)
+	}
+
+	// A body the app leaves unread beyond what the server drains: the
+	// response says Connection: close, so a client knows not to send on it.
+	c := dialT(t, s.Addr)
+	defer c.Close()
+	io.WriteString(c, "POST /ok HTTP/1.1\r\nHost: a\r\nContent-Length: 1048576\r\n\r\n0123456789")
+	c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 200 || !resp.Close {
+		t.Errorf("POST /ok with 1 MiB of body unread: %d, Connection %q; want 200 with Connection: close", resp.StatusCode, resp.Header.Get("Connection"))
+	}
+	if code, body := asgiGetT(t, s, "/ok"); code != 200 || body != "ok" {
+		t.Errorf("GET /ok after: %d %q", code, body)
+	}
+}

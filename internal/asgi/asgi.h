@@ -48,6 +48,7 @@ typedef struct ts_asgi_take_result {
     char *head;           /* "NNN Reason" then header lines */
     size_t status_len, header_len;
     int64_t content_length;
+    int close;            /* the app's head said "Connection: close" (RFC 9112 §9.6) */
     char *out;            /* body bytes taken (Go writes them, then releases) */
     size_t out_len;
     int finished;         /* the final body message has been taken */
@@ -72,12 +73,14 @@ typedef struct ts_asgi_slot {
     int nentries;
     size_t body_off, body_len;
     int body_done;
+    char head_request;        /* the request is HEAD: set by the loop's scope builder */
 
     /* response */
     int status;
     char *head;
     size_t head_cap, status_len, header_len;
     int64_t content_length;
+    int close;                /* the app's head had "Connection: close" */
     int head_ready;
     char *out, *spare;
     size_t out_len, out_cap, spare_cap;
@@ -131,6 +134,9 @@ typedef struct ts_channel {
     /* HTTP send() state (the Channel is the app's send callable): set by
      * send itself, and disconnected by the cycle's _on_disconnect. */
     char started, complete, disconnected;
+    /* body bytes the response's Content-Length still allows; -1 when it is
+     * not checked (no Content-Length, a HEAD request, a 204 or 304) */
+    int64_t body_left;
 } ts_channel;
 int ts_channel_live(ts_channel *ch);
 void ts_asgi_signal(ts_asgi_slot *s);          /* wake the slot's Go side; any thread */

@@ -148,6 +148,7 @@ ts_asgi_begin(ts_asgi_slot *s)
     s->status = 0;
     s->status_len = s->header_len = 0;
     s->content_length = -1;
+    s->close = 0;
     s->head_ready = 0;
     s->out_len = 0;
     s->finished = s->finished_taken = 0;
@@ -254,6 +255,7 @@ ts_asgi_take(ts_asgi_slot *s, ts_asgi_take_result *r)
         r->status_len = s->status_len;
         r->header_len = s->header_len;
         r->content_length = s->content_length;
+        r->close = s->close;
     }
     /* swap out and spare: the loop appends to a fresh buffer while Go
      * writes the taken one without the lock */
@@ -469,6 +471,33 @@ bytes_of(PyObject *o, Py_ssize_t *n, const char *what)
     return NULL;
 }
 
+/* has_close_token reports whether a Connection value lists "close"
+ * (RFC 9110 §7.6.1: comma-separated tokens, case-insensitive). */
+static int
+has_close_token(const char *v, Py_ssize_t n)
+{
+    Py_ssize_t i = 0;
+
+    while (i < n) {
+        Py_ssize_t a, b;
+        while (i < n && (v[i] == ' ' || v[i] == '\t' || v[i] == ',')) {
+            i++;
+        }
+        a = i;
+        while (i < n && v[i] != ',') {
+            i++;
+        }
+        b = i;
+        while (b > a && (v[b - 1] == ' ' || v[b - 1] == '\t')) {
+            b--;
+        }
+        if (ts_ascii_ieq(v + a, b - a, "close")) {
+            return 1;
+        }
+    }
+    return 0;
+}
+
 /* start_head validates http.response.start's status and headers and puts
  * the head in the slot (DESIGN.md, the bytes rule); 0, or -1 with an
  * exception. With upgrade (websocket.accept) the status is 101 and the
@@ -482,6 +511,7 @@ start_head(Channel *self, PyObject *status_obj, PyObject *headers, int upgrade)
     size_t hlen;
     const char *reason;
     int64_t cl = -1;
+    int close = 0;
 
     if (!channel_live(self)) {
         return -1;
@@ -548,11 +578,21 @@ start_head(Channel *self, PyObject *status_obj, PyObject *headers, int upgrade)
             if (ts_parse_content_length(val, vlen, &n) < 0) {
                 goto header_error;
             }
+            if (cl >= 0 && n != cl) {  /* RFC 9110 §8.6: one length or none */
+                PyErr_Format(PyExc_ValueError, "http.response.start: conflicting content-length headers %lld and %lld",
+                             (long long)cl, (long long)n);
+                goto header_error;
+            }
             cl = n;
             skip = 1;
         }
-        else if (ts_ascii_ieq(name, nlen, "transfer-encoding") || ts_ascii_ieq(name, nlen, "connection")
-                 || ts_ascii_ieq(name, nlen, "keep-alive") || ts_ascii_ieq(name, nlen, "date")) {
+        else if (ts_ascii_ieq(name, nlen, "connection")) {
+            /* framing is the server's; "close" is honoured (RFC 9112 §9.6) */
+            close = close || has_close_token(val, vlen);
+            skip = 1;
+        }
+        else if (ts_ascii_ieq(name, nlen, "transfer-encoding") || ts_ascii_ieq(name, nlen, "keep-alive")
+                 || ts_ascii_ieq(name, nlen, "date")) {
             skip = 1;  /* framing and Date are the server's */
         }
         if (!skip) {
@@ -583,8 +623,12 @@ header_error:
     }
     s->status = status;
     s->content_length = cl;
+    s->close = close;
     s->head_ready = 1;
     pthread_mutex_unlock(&s->mu);
+    /* the body is held to a declared length, as uvicorn does; a HEAD
+     * response and a 204 or 304 carry none (RFC 9110 §6.4.1) */
+    self->body_left = (cl >= 0 && !upgrade && !s->head_request && status != 204 && status != 304) ? cl : -1;
     /* Go is told with the first body bytes: a head alone rarely helps;
      * a websocket.accept is all there is. */
     if (upgrade) {
@@ -631,6 +675,19 @@ body_append(Channel *self, PyObject *data, int more)
     p = bytes_of(data, &n, "http.response.body 'body'");
     if (p == NULL) {
         return -1;
+    }
+    if (self->body_left >= 0) {
+        if (n > self->body_left) {
+            PyErr_Format(PyExc_RuntimeError, "ASGI: response body longer than its Content-Length (%lld bytes too many)",
+                         (long long)(n - self->body_left));
+            return -1;
+        }
+        if (!more && n < self->body_left) {
+            PyErr_Format(PyExc_RuntimeError, "ASGI: response body shorter than its Content-Length (%lld bytes missing)",
+                         (long long)(self->body_left - n));
+            return -1;
+        }
+        self->body_left -= n;
     }
     pthread_mutex_lock(&s->mu);
     if (n > 0 && ts_buf_grow(&s->out, &s->out_cap, s->out_len, n, 0) < 0) {
@@ -1205,6 +1262,7 @@ build_scope(ts_asgi_slot *s, int websocket)
         case TS_SC_METHOD:
             if (!websocket) {  /* the websocket scope has no method */
                 SET(s_method, method_str(val, vlen));
+                s->head_request = vlen == 4 && memcmp(val, "HEAD", 4) == 0;
             }
             break;
         case TS_SC_PATH:
@@ -1342,6 +1400,7 @@ event_tuple(ts_event *ev)
         ch->gen = ev->gen;
         ch->released = 0;
         ch->started = ch->complete = ch->disconnected = 0;
+        ch->body_left = -1;
         scope = build_scope(s, 1);
         if (scope == NULL) {
             Py_DECREF(ch);
@@ -1359,6 +1418,7 @@ event_tuple(ts_event *ev)
         ch->gen = ev->gen;
         ch->released = 0;
         ch->started = ch->complete = ch->disconnected = 0;
+        ch->body_left = -1;
         scope = build_scope(s, 0);
         body = PyBytes_FromStringAndSize(s->req + s->body_off, s->body_len);
         if (scope == NULL || body == NULL) {

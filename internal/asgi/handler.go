@@ -201,7 +201,7 @@ func (s *slot) serve(h *Handler, w *http1.ResponseWriter, r *http1.Request, gen 
 					if cl < 0 {
 						cl = size
 					}
-					w.WriteHead(int(t.status), head[:t.status_len], head[t.status_len:], cl, false)
+					w.WriteHead(int(t.status), head[:t.status_len], head[t.status_len:], cl, t.close != 0)
 					w.SendFile(f, 0, size)
 					return int(t.status)
 				} else {
@@ -210,7 +210,7 @@ func (s *slot) serve(h *Handler, w *http1.ResponseWriter, r *http1.Request, gen 
 					return 500
 				}
 			}
-			if err := w.WriteHead(int(t.status), head[:t.status_len], head[t.status_len:], cl, false); err != nil {
+			if err := w.WriteHead(int(t.status), head[:t.status_len], head[t.status_len:], cl, t.close != 0); err != nil {
 				disconnect()
 				return int(t.status)
 			}

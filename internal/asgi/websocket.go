@@ -346,7 +346,7 @@ func (h *Handler) serveWebSocket(w *http1.ResponseWriter, r *http1.Request) {
 				cl = int64(t.out_len)
 			}
 			head := unsafe.Slice((*byte)(unsafe.Pointer(t.head)), int(t.status_len+t.header_len))
-			w.WriteHead(int(t.status), head[:t.status_len], head[t.status_len:], cl, false)
+			w.WriteHead(int(t.status), head[:t.status_len], head[t.status_len:], cl, t.close != 0)
 			headSent, status = true, int(t.status)
 		}
 		if headSent && t.out_len > 0 {

@@ -168,10 +168,21 @@ async def _run_http(app, cycle):
             _log(ERROR, "ASGI app raised on %s %s\n%s" % (scope.get("method"), scope.get("path"), format_exception(exc)))
             chan.done("error")
     else:
-        if not chan.started and not chan.disconnected:
+        if chan.disconnected:
+            chan.done(None)
+        elif not chan.started:
             scope = cycle.scope
             _log(ERROR, "ASGI app returned without sending a response on %s %s: answered 500" % (scope.get("method"), scope.get("path")))
-        chan.done(None)
+            chan.done(None)
+        elif not chan.complete:
+            # the final http.response.body never came: the client sees the
+            # connection cut (uvicorn: "ASGI callable returned without
+            # completing response")
+            scope = cycle.scope
+            _log(ERROR, "ASGI app returned without completing the response on %s %s: the connection is closed" % (scope.get("method"), scope.get("path")))
+            chan.done("error")
+        else:
+            chan.done(None)
 
 
 # WSCycle states

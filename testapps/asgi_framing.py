@@ -1,0 +1,72 @@
+"""Responses whose framing the app gets wrong, and the app's own
+Connection header (tests/asgi_test.go, TestASGI_ResponseFraming).
+
+/start-only         start, then returns
+/more-then-return   start, body "abc" with more_body, then returns
+/cl-short           content-length 10, final body "abc": send() raises
+/cl-long            content-length 2, body "abcdef": send() raises
+/cl-long-caught     as /cl-long inside try, then body "ab": 200 "ab"
+/cl-dup             content-length 2 and 3: send() raises, nothing sent
+/cl-dup-same        content-length 2 twice, body "ok": 200 "ok"
+/cl-parts           content-length 6, "abc" (more_body) then "def"
+/cl-empty?status=N  content-length 10 and an empty body: right for HEAD,
+                    204 and 304
+/conn-close         connection: close
+/conn-other         connection: keep-alive
+/ok                 200 "ok" (does not read the request body)
+"""
+
+
+def start(*headers, status=200):
+    return {"type": "http.response.start", "status": status, "headers": [(b"content-type", b"text/plain"), *headers]}
+
+
+def body(b, more=False):
+    return {"type": "http.response.body", "body": b, "more_body": more}
+
+
+async def app(scope, receive, send):
+    if scope["type"] != "http":
+        return
+    path = scope["path"]
+    if path == "/start-only":
+        await send(start())
+    elif path == "/more-then-return":
+        await send(start())
+        await send(body(b"abc", True))
+    elif path == "/cl-short":
+        await send(start((b"content-length", b"10")))
+        await send(body(b"abc"))
+    elif path == "/cl-long":
+        await send(start((b"content-length", b"2")))
+        await send(body(b"abcdef"))
+    elif path == "/cl-long-caught":
+        await send(start((b"content-length", b"2")))
+        try:
+            await send(body(b"abcdef"))
+        except RuntimeError:
+            pass
+        await send(body(b"ab"))
+    elif path == "/cl-dup":
+        await send(start((b"content-length", b"2"), (b"content-length", b"3")))
+        await send(body(b"ok"))
+    elif path == "/cl-dup-same":
+        await send(start((b"content-length", b"2"), (b"Content-Length", b"2")))
+        await send(body(b"ok"))
+    elif path == "/cl-parts":
+        await send(start((b"content-length", b"6")))
+        await send(body(b"abc", True))
+        await send(body(b"def"))
+    elif path == "/cl-empty":
+        status = int(scope["query_string"].decode().partition("=")[2] or 200)
+        await send(start((b"content-length", b"10"), status=status))
+        await send(body(b""))
+    elif path == "/conn-close":
+        await send(start((b"connection", b"Keep-Alive, close")))
+        await send(body(b"bye"))
+    elif path == "/conn-other":
+        await send(start((b"connection", b"keep-alive")))
+        await send(body(b"hi"))
+    else:
+        await send(start())
+        await send(body(b"ok"))
