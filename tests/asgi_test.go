@@ -801,6 +801,22 @@ func TestB09_LifespanAutoRaiseContinues(t *testing.T) {
 	}
 }
 
+// A lifespan task that raises after startup.complete, before any shutdown:
+// logged once as such, and the server serves on. It was logged as raised
+// "during shutdown".
+func TestB09_LifespanRaiseAfterStartup(t *testing.T) {
+	s := Start(t, "asgi_life_after:app")
+	if code, body := asgiGetT(t, s, "/"); code != 200 || body != "ok" {
+		t.Fatalf("GET / = %d %q; want 200 \"ok\"", code, body)
+	}
+	recs := waitLogRecords(s.Logs, 3*time.Second, func(rec map[string]any) bool {
+		return strings.Contains(recordText(rec), "asgi_life_after: raised after startup")
+	})
+	if len(recs) != 1 || !strings.Contains(recordText(recs[0]), "the app raised after startup completed") {
+		t.Fatalf("%d records name the exception (%v); want 1 saying it was raised after startup completed", len(recs), recs)
+	}
+}
+
 // --lifespan off: the app never sees the lifespan scope.
 func TestB09_LifespanOff(t *testing.T) {
 	s := Start(t, "--lifespan", "off", "asgi_life_raise:app")

@@ -364,6 +364,7 @@ class Lifespan:
         self.startup_result = loop.create_future()
         self.shutdown_result = loop.create_future()
         self.supported = True
+        self.shutting = False  # lifespan.shutdown was sent
         self.task = None
 
     async def receive(self):
@@ -398,7 +399,8 @@ class Lifespan:
                 else:
                     _set(self.startup_result, (False, format_exception(exc)))
             else:
-                _log(ERROR, "ASGI lifespan: the app raised during shutdown\n" + format_exception(exc))
+                when = "during shutdown" if self.shutting else "after startup completed"
+                _log(ERROR, "ASGI lifespan: the app raised %s\n%s" % (when, format_exception(exc)))
         finally:
             if not self.startup_result.done():
                 if self.mode == "auto":
@@ -416,6 +418,7 @@ class Lifespan:
     async def shutdown(self, timeout):
         if self.task is None or self.task.done() or not self.supported:
             return
+        self.shutting = True
         await self.inbox.put({"type": "lifespan.shutdown"})
         try:
             ok, message = await asyncio.wait_for(asyncio.shield(self.shutdown_result), timeout)
