@@ -817,6 +817,23 @@ func TestB09_LifespanRaiseAfterStartup(t *testing.T) {
 	}
 }
 
+// An ASGI 2 application class (a class whose instances, made with the
+// scope, take receive and send) is served, as uvicorn serves it; it was
+// taken for ASGI 3 and every request failed with a TypeError.
+func TestASGI_ASGI2Class(t *testing.T) {
+	s := Start(t, "asgi2_app:App")
+	for i := 0; i < 3; i++ {
+		if code, body := asgiGetT(t, s, "/x"); code != 200 || body != "asgi2 /x" {
+			t.Fatalf("GET /x = %d %q; want 200 \"asgi2 /x\"", code, body)
+		}
+	}
+	for _, rec := range logRecords(s.Logs()) {
+		if rec["level"] == "ERROR" {
+			t.Errorf("ERROR record: %s", recordText(rec))
+		}
+	}
+}
+
 // --lifespan off: the app never sees the lifespan scope.
 func TestB09_LifespanOff(t *testing.T) {
 	s := Start(t, "--lifespan", "off", "asgi_life_raise:app")

@@ -185,7 +185,23 @@ def load_app(spec, factory, interface):
         raise AppLoadError(f"{spec} is not callable (got {type(app).__name__})")
     if interface == "auto":
         interface = "asgi" if _is_asgi(app) else "wsgi"
+    if interface == "asgi":
+        import inspect
+
+        if inspect.isclass(app) and not hasattr(app, "__await__"):
+            app = _asgi2(app)  # a class is ASGI 2 (uvicorn's rule): App(scope), then (receive, send)
     return app, interface
+
+
+def _asgi2(cls):
+    """The ASGI 3 callable for an ASGI 2 application class: instantiated
+    with the scope, the instance awaited with receive and send."""
+
+    async def asgi3(scope, receive, send):
+        await cls(scope)(receive, send)
+
+    asgi3.__qualname__ = asgi3.__name__ = getattr(cls, "__qualname__", "asgi2")
+    return asgi3
 
 
 def shutdown():
