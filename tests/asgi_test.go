@@ -1468,6 +1468,18 @@ func TestASGI_Executor(t *testing.T) {
 	if pool != threads {
 		t.Errorf("%d ts-exec-N threads before any submit (%v); want the %d of --executor-threads, started with the loop", pool, before.Names, threads)
 	}
+	// The OS knows them by that name too (top -H, ps -L), not by the
+	// ts-loop-0 they would inherit.
+	osNames := 0
+	comms, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/comm", workerPID(t, s)))
+	for _, f := range comms {
+		if b, err := os.ReadFile(f); err == nil && name.MatchString(strings.TrimSpace(string(b))) {
+			osNames++
+		}
+	}
+	if osNames != threads {
+		t.Errorf("%d threads of the worker carry a ts-exec-N OS name; want %d", osNames, threads)
+	}
 
 	idents := map[int64]bool{}
 	var mu sync.Mutex

@@ -465,6 +465,7 @@ class ParkedExecutor(concurrent.futures.ThreadPoolExecutor):
         return f
 
     def _work(self):
+        _bridge.set_thread_name(threading.current_thread().name)  # ts-exec-N in top -H, not ts-loop-0
         while True:
             item = self._queue.get()
             if item is None:
