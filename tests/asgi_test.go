@@ -514,6 +514,26 @@ func TestASGI_BodyStreaming(t *testing.T) {
 			t.Fatal(err)
 		}
 	})
+	// A body that comes after the head, in one piece, is one message: no
+	// empty more_body chunk before it (the prefetch found nothing) and no
+	// empty final one after it (its last byte ends a Content-Length body).
+	t.Run("late-body-one-message", func(t *testing.T) {
+		parts := []string{"POST /sha HTTP/1.1\r\nHost: a\r\nContent-Length: 11\r\n\r\n", "hello world"}
+		resp, got, err := roundTripRaw(s.Addr, parts, 100*time.Millisecond, 10*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var e asgiBodyEcho
+		if resp.StatusCode != 200 || json.Unmarshal([]byte(got), &e) != nil {
+			t.Fatalf("POST = %d %q", resp.StatusCode, got)
+		}
+		if err := check("late body", e, 11, fwSHA256([]byte("hello world")), 1); err != nil {
+			t.Fatal(err)
+		}
+		if e.Receives != 1 {
+			t.Errorf("late 11-byte body: %d receive() calls; want 1 http.request with the whole body", e.Receives)
+		}
+	})
 	t.Run("no-body", func(t *testing.T) {
 		var e asgiBodyEcho
 		if err := asgiGetJSON(s.URL+"/sha", &e); err != nil {

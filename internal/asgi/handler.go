@@ -271,8 +271,8 @@ func (s *slot) readBody(w *http1.ResponseWriter, r *http1.Request, gen C.uint32_
 	for {
 		n, err := r.Body.Read(s.buf)
 		more := C.int(1)
-		if errors.Is(err, io.EOF) {
-			more, err = 0, nil
+		if errors.Is(err, io.EOF) || (err == nil && r.Body.AtEOF()) {
+			more, err = 0, nil // the last bytes say more_body False: no empty message after them
 		}
 		if err != nil {
 			// Framing error, too large, timeout or client gone: the app

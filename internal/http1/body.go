@@ -174,6 +174,11 @@ func (b *Body) Done() bool {
 	return !b.chunked && b.err == nil && b.br != nil && int64(b.br.Buffered()) >= b.remaining
 }
 
+// AtEOF reports whether the body has been read to its end, so that the
+// next Read returns io.EOF: a Content-Length body once its last byte is
+// read, a chunked one once its terminator is.
+func (b *Body) AtEOF() bool { return b.eof }
+
 // Err returns the error that ended reading the body (sticky: the one Read
 // returned), or nil.
 func (b *Body) Err() error { return b.err }

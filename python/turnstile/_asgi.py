@@ -76,7 +76,9 @@ class HTTPCycle(_DrainWait):
         self.chan = chan
         self.scope = scope
         self.loop = loop
-        self.first = {"type": "http.request", "body": body, "more_body": more}
+        # no body here yet: the first receive() asks Go for it, rather than
+        # returning an empty chunk first
+        self.first = {"type": "http.request", "body": body, "more_body": more} if body or not more else None
         self.messages = None  # a deque, once a message must wait behind first
         self.asked = False
         self.waiter = None
