@@ -138,6 +138,28 @@ func metricSum(t *testing.T, s *Server, name string) float64 {
 	return sum
 }
 
+// --limit-concurrency's 503s never reach the app, so they are not in
+// turnstile_requests_total: /metrics counts them apart (a review found
+// them counted nowhere).
+func TestMetrics_OverLimit(t *testing.T) {
+	s := Start(t, "--limit-concurrency", "1", "case_b33:app")
+	c := dialT(t, s.Addr)
+	defer c.Close()
+	io.WriteString(c, "GET /stream HTTP/1.1\r\nHost: a\r\n\r\n") // in flight for 60 s
+	c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	if _, err := c.Read(make([]byte, 512)); err != nil {
+		t.Fatalf("/stream: %v", err)
+	}
+	for i := 0; i < 3; i++ {
+		if resp, _ := Raw(t, s.Addr, "GET /fast HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n", 5*time.Second); !strings.HasPrefix(resp, "HTTP/1.1 503") {
+			t.Fatalf("/fast past the limit: %q; want 503", firstLine(resp))
+		}
+	}
+	if n := metricSum(t, s, "turnstile_requests_over_limit_total"); n != 3 {
+		t.Errorf("turnstile_requests_over_limit_total = %v; want 3", n)
+	}
+}
+
 // Fresh work going first must not starve a CPU-bound request (found by a
 // review): with --switch-interval 1, two clients each sending 150 ms CPU
 // views back to back made every new view take the GIL after a slice and

@@ -153,6 +153,7 @@ type Server struct {
 	serving   atomic.Int64              // Serve loops running; Shutdown waits for them (newConn)
 	nconns    atomic.Int64
 	inflight  atomic.Int64
+	overLimit atomic.Int64 // requests answered 503 above MaxConcurrency
 
 	onShutdown   []func() // guarded by mu; RegisterOnShutdown (hijack.go)
 	h2registered bool     // guarded by mu: HTTP2.Shutdown is in onShutdown
@@ -165,6 +166,11 @@ func (s *Server) ActiveConns() int { return int(s.nconns.Load()) }
 
 // InFlight returns the number of requests being handled (see MaxConcurrency).
 func (s *Server) InFlight() int { return int(s.inflight.Load()) }
+
+// OverLimit returns the number of requests answered 503 because
+// MaxConcurrency requests were being handled (HTTP/1.1 and HTTP/2). They
+// never reach the Handler.
+func (s *Server) OverLimit() int64 { return s.overLimit.Load() }
 
 func (s *Server) logger() *slog.Logger {
 	if s.Logger != nil {
@@ -739,6 +745,7 @@ func (c *conn) serveRequest() bool {
 	// (4) The handler.
 	var panicked bool
 	if s.MaxConcurrency > 0 && n > int64(s.MaxConcurrency) {
+		s.overLimit.Add(1)
 		c.w.WriteSimple(503, "text/plain; charset=utf-8", []byte("503 Service Unavailable\n"), retryAfter)
 	} else {
 		panicked = c.callHandler()

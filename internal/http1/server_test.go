@@ -598,6 +598,9 @@ func TestServer_Concurrency(t *testing.T) {
 	if n := ts.InFlight(); n > 1 {
 		t.Errorf("InFlight = %d", n)
 	}
+	if n := ts.OverLimit(); n != 1 {
+		t.Errorf("OverLimit = %d; want the one 503", n)
+	}
 }
 
 // TestServer_Responses covers the ResponseWriter framing rules.

@@ -124,6 +124,7 @@ func (st *stream) serve(h *streamHandler, hw http.ResponseWriter, hr *http.Reque
 	defer s.inflight.Add(-1)
 	var panicked bool
 	if s.MaxConcurrency > 0 && n > int64(s.MaxConcurrency) {
+		s.overLimit.Add(1)
 		w.WriteSimple(503, "text/plain; charset=utf-8", []byte("503 Service Unavailable\n"), retryAfter)
 	} else {
 		panicked = st.callHandler()

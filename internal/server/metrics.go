@@ -59,6 +59,8 @@ func newMetrics(srv *http1.Server) *metrics {
 			func() float64 { return float64(python.Stats().GILPasses) }),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "turnstile_connections", Help: "Open client connections."},
 			func() float64 { return float64(srv.ActiveConns()) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "turnstile_requests_over_limit_total", Help: "Requests answered 503 by --limit-concurrency, before any app code (not in turnstile_requests_total)."},
+			func() float64 { return float64(srv.OverLimit()) }),
 	)
 	for i, k := range kindNames {
 		i := i
