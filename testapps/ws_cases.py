@@ -141,6 +141,7 @@ async def app(scope, receive, send):
             await attempt({"type": "websocket.send", "text": b"bytes-as-text"})
             await attempt({"type": "websocket.send", "bytes": "text-as-bytes"})
             await attempt({"type": "websocket.send"})
+            await attempt({"type": "websocket.send", "text": "both", "bytes": b"both"})
             await attempt({"type": "http.response.start", "status": 200})
             await attempt({"type": "websocket.close", "code": 99})
             await attempt({"type": "websocket.close", "reason": "x" * 200})

@@ -272,12 +272,12 @@ class WSCycle(_DrainWait):
             if state != WS_ACCEPTED:
                 raise RuntimeError("ASGI: 'websocket.send' %s" % _ws_state_text(state))
             text = message.get("text")
+            data = message.get("bytes")
+            if (text is None) == (data is None):  # "Exactly one of bytes or text must be non-None"
+                raise ValueError("ASGI: 'websocket.send' needs exactly one of 'bytes' and 'text'")
             if text is not None:
                 wait = self.chan.ws_send(WS_TEXT, text)
             else:
-                data = message.get("bytes")
-                if data is None:
-                    raise ValueError("ASGI: 'websocket.send' needs 'bytes' or 'text'")
                 wait = self.chan.ws_send(WS_BINARY, data)
             if wait:
                 await self._drain_wait()
