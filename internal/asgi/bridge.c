@@ -1217,6 +1217,7 @@ build_scope(ts_asgi_slot *s, int websocket)
     const char *p = s->req;
     int i, rc = 0;
 
+    s->head_request = 0;  /* set below from the method; a slot serves many requests */
     if (scope == NULL || headers == NULL) {
         goto error;
     }
