@@ -95,6 +95,7 @@ ROUTES = {
     "/str-gen": _str_gen,
     "/after-head": _after_head(False),
     "/after-head-length": _after_head(True),
+    "/short-body": lambda e, s: (s("200 OK", [("Content-Type", "text/plain"), ("Content-Length", "10")]), [b"abc"])[1],
 }
 
 

@@ -211,6 +211,30 @@ func rawExchange(addr, raw string, timeout time.Duration) (string, bool) {
 	return ReadAll(c, timeout)
 }
 
+// PEP 3333: "if the application does not provide enough data to meet its
+// stated Content-Length, the server should close the connection and log
+// or otherwise report the error". It closed without a word.
+func TestErrors_ShortBody(t *testing.T) {
+	s := Start(t, "err_app:app")
+	raw, closed := rawExchange(s.Addr, "GET /short-body HTTP/1.1\r\nHost: a\r\n\r\n", 5*time.Second)
+	if !strings.HasSuffix(raw, "\r\n\r\nabc") || !closed {
+		t.Fatalf("GET /short-body: %q (closed %v); want the head, \"abc\", then a close", raw, closed)
+	}
+	recs := waitLogRecords(s.Logs, 3*time.Second, func(rec map[string]any) bool {
+		return strings.Contains(recordText(rec), "shorter than its Content-Length") && rec["target"] == "/short-body"
+	})
+	if len(recs) != 1 || recs[0]["level"] != "ERROR" {
+		t.Fatalf("%d ERROR records name the short body of /short-body; want 1", len(recs))
+	}
+	if raw, _ := rawExchange(s.Addr, "HEAD /ok HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n", 5*time.Second); !strings.HasPrefix(raw, "HTTP/1.1 200") {
+		t.Fatalf("HEAD /ok: %q", raw)
+	}
+	time.Sleep(200 * time.Millisecond)
+	if n := strings.Count(s.Logs(), "shorter than its Content-Length"); n != 1 {
+		t.Errorf("%d short-body records after a HEAD too; want 1 (a HEAD answer has no body)", n)
+	}
+}
+
 // An exception after the head and a first block went out cuts the
 // connection: the client sees a truncated body (an unexpected EOF), never
 // a clean end, and the server keeps serving.

@@ -321,6 +321,7 @@ func (s *slot) finish() int {
 		if job.out_len > 0 {
 			w.Write(s.body())
 		}
+		s.reportShort()
 		return int(job.status)
 	case C.TS_WSGI_FILE:
 		f := os.NewFile(uintptr(job.file_fd), "file_wrapper")
@@ -336,6 +337,8 @@ func (s *slot) finish() int {
 		}
 		if _, err := w.SendFile(f, int64(job.file_offset), int64(job.file_count)); err != nil && !errors.Is(err, http1.ErrClientGone) {
 			s.h.logger().Warn("wsgi: sendfile", "err", err)
+		} else if err == nil {
+			s.reportShort()
 		}
 		return int(job.status)
 	case C.TS_WSGI_GONE:
@@ -367,6 +370,17 @@ func (s *slot) finish() int {
 		}
 		w.WriteSimple(500, "text/plain; charset=utf-8", []byte("Internal Server Error\n"), nil)
 		return 500
+	}
+}
+
+// reportShort logs a response body that ended short of its Content-Length;
+// http1 closes the connection (PEP 3333: "if the application does not
+// provide enough data to meet its stated Content-Length, the server should
+// close the connection and log or otherwise report the error").
+func (s *slot) reportShort() {
+	if declared, written, short := s.w.Short(); short {
+		s.h.logger().Error("wsgi: the app's response body is shorter than its Content-Length: the connection is closed",
+			"method", string(s.r.Method), "target", string(s.r.Target), "content_length", declared, "written", written)
 	}
 }
 
