@@ -13,6 +13,10 @@ Connection header (tests/asgi_test.go, TestASGI_ResponseFraming).
                     204 and 304
 /conn-close         connection: close
 /conn-other         connection: keep-alive
+/duplex             starts a chunked response, then echoes the request
+                    body as it reads it (full duplex)
+/after-disconnect   waits for http.disconnect, then raises an app error
+                    whose cause is an OSError of its own
 /ok                 200 "ok" (does not read the request body)
 """
 
@@ -64,6 +68,19 @@ async def app(scope, receive, send):
     elif path == "/conn-close":
         await send(start((b"connection", b"Keep-Alive, close")))
         await send(body(b"bye"))
+    elif path == "/duplex":
+        await send(start())
+        await send(body(b"", True))
+        while True:
+            m = await receive()
+            await send(body(m.get("body", b""), m.get("more_body", False)))
+            if not m.get("more_body"):
+                break
+    elif path == "/after-disconnect":
+        await receive()
+        while (await receive())["type"] != "http.disconnect":
+            pass
+        raise RuntimeError("asgi_framing: config missing") from FileNotFoundError("settings.toml")
     elif path == "/conn-other":
         await send(start((b"connection", b"keep-alive")))
         await send(body(b"hi"))

@@ -1668,4 +1668,36 @@ func TestASGI_ResponseFraming(t *testing.T) {
 	if code, body := asgiGetT(t, s, "/ok"); code != 200 || body != "ok" {
 		t.Errorf("GET /ok after: %d %q", code, body)
 	}
+
+	// A streamed response that reads the body as it goes (full duplex)
+	// keeps the connection: the body is read by the end (a review found
+	// the rule above cost it keep-alive).
+	c2 := dialT(t, s.Addr)
+	defer c2.Close()
+	big := strings.Repeat("x", 1<<20)
+	go io.WriteString(c2, "POST /duplex HTTP/1.1\r\nHost: a\r\nContent-Length: 1048576\r\n\r\n"+big+"GET /ok HTTP/1.1\r\nHost: a\r\n\r\n")
+	c2.SetReadDeadline(time.Now().Add(10 * time.Second))
+	br := bufio.NewReader(c2)
+	for i, want := range []string{big, "ok"} {
+		resp, err := http.ReadResponse(br, nil)
+		if err != nil {
+			t.Fatalf("duplex, response %d: %v", i, err)
+		}
+		got, err := io.ReadAll(resp.Body)
+		if err != nil || string(got) != want || resp.Close {
+			t.Fatalf("duplex, response %d: %d bytes, %v, Connection %q; want %d bytes on a kept connection", i, len(got), err, resp.Header.Get("Connection"), len(want))
+		}
+	}
+
+	// Raised after the client left, but the app's own error (its cause an
+	// OSError of the app's, not send()'s ClientDisconnected): logged.
+	c3 := dialT(t, s.Addr)
+	io.WriteString(c3, "GET /after-disconnect HTTP/1.1\r\nHost: a\r\n\r\n")
+	time.Sleep(200 * time.Millisecond)
+	c3.Close()
+	if recs := waitLogRecords(s.Logs, 3*time.Second, func(rec map[string]any) bool {
+		return strings.Contains(recordText(rec), "asgi_framing: config missing")
+	}); len(recs) != 1 {
+		t.Errorf("%d log records name the app's error raised after the disconnect; want 1", len(recs))
+	}
 }

@@ -52,8 +52,9 @@ func (w *ResponseWriter) Started() bool { return w.started }
 // then chunked for HTTP/1.1 (RFC 9112 §7.1) and close-delimited for HTTP/1.0
 // (RFC 9112 §6.3 item 8). close forces "Connection: close"; it is also sent
 // when the client asked to close, when the server is shutting down, when a
-// 100-continue body was left unrequested (RFC 9110 §10.1.1), and when more
-// than maxDrainBytes of the request body are still unread.
+// 100-continue body was left unrequested (RFC 9110 §10.1.1), and when a
+// response with a known length leaves more than maxDrainBytes of the
+// request body unread.
 //
 // status must be 200–999 (ErrBadStatus otherwise). Responses to HEAD and
 // 204/304 responses carry no body (RFC 9110 §6.4.1); for HEAD the declared
@@ -148,8 +149,11 @@ func (w *ResponseWriter) finishHead(contentType string, header []byte, n int64, 
 	}
 	// More of a Content-Length body left unread than the server drains
 	// after the response (maxDrainBytes) ends the connection: say so while
-	// the head can, or a client's next request on it would be lost.
-	if b := req.Body; b.st == nil && !b.chunked && !b.eof && b.err == nil && b.remaining > maxDrainBytes {
+	// the head can, or a client's next request on it would be lost. Only
+	// for a response whose length is known here, in practice the whole
+	// answer: a streamed one (chunked) may still read the body as it goes,
+	// full duplex, and keep the connection.
+	if b := req.Body; n >= 0 && b.st == nil && !b.chunked && !b.eof && b.err == nil && b.remaining > maxDrainBytes {
 		close = true
 	}
 	if close || req.Close || w.c.srv.shuttingDown() {

@@ -145,16 +145,19 @@ class HTTPCycle(_DrainWait):
 
 
 def _from_disconnect(exc):
-    """True when exc is the client leaving (send()'s ClientDisconnected, a
-    cancelled task), or was raised while handling it: Starlette, told
-    spec_version 2.4, turns send()'s OSError into its own ClientDisconnect
-    inside the except block, so the OSError is its __context__."""
+    """True when exc is the client leaving (an OSError such as send()'s
+    ClientDisconnected, a cancelled task), or was raised while handling
+    send()'s ClientDisconnected: Starlette, told spec_version 2.4, turns it
+    into its own ClientDisconnect inside the except block, so it is the
+    __context__. Another OSError deeper in the chain is the app's own."""
+    if isinstance(exc, (OSError, asyncio.CancelledError)):
+        return True
     for _ in range(8):
+        exc = exc.__cause__ or exc.__context__
         if exc is None:
             return False
-        if isinstance(exc, (OSError, asyncio.CancelledError)):
+        if isinstance(exc, ClientDisconnected):
             return True
-        exc = exc.__cause__ or exc.__context__
     return False
 
 
