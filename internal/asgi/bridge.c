@@ -471,33 +471,6 @@ bytes_of(PyObject *o, Py_ssize_t *n, const char *what)
     return NULL;
 }
 
-/* has_close_token reports whether a Connection value lists "close"
- * (RFC 9110 §7.6.1: comma-separated tokens, case-insensitive). */
-static int
-has_close_token(const char *v, Py_ssize_t n)
-{
-    Py_ssize_t i = 0;
-
-    while (i < n) {
-        Py_ssize_t a, b;
-        while (i < n && (v[i] == ' ' || v[i] == '\t' || v[i] == ',')) {
-            i++;
-        }
-        a = i;
-        while (i < n && v[i] != ',') {
-            i++;
-        }
-        b = i;
-        while (b > a && (v[b - 1] == ' ' || v[b - 1] == '\t')) {
-            b--;
-        }
-        if (ts_ascii_ieq(v + a, b - a, "close")) {
-            return 1;
-        }
-    }
-    return 0;
-}
-
 /* start_head validates http.response.start's status and headers and puts
  * the head in the slot (DESIGN.md, the bytes rule); 0, or -1 with an
  * exception. With upgrade (websocket.accept) the status is 101 and the
@@ -588,7 +561,7 @@ start_head(Channel *self, PyObject *status_obj, PyObject *headers, int upgrade)
         }
         else if (ts_ascii_ieq(name, nlen, "connection")) {
             /* framing is the server's; "close" is honoured (RFC 9112 §9.6) */
-            close = close || has_close_token(val, vlen);
+            close = close || ts_list_has_token(val, vlen, "close");
             skip = 1;
         }
         else if (ts_ascii_ieq(name, nlen, "transfer-encoding") || ts_ascii_ieq(name, nlen, "keep-alive")

@@ -75,6 +75,31 @@ ts_ascii_ieq(const char *a, Py_ssize_t n, const char *lit)
 }
 
 int
+ts_list_has_token(const char *v, Py_ssize_t n, const char *lit)
+{
+    Py_ssize_t i = 0;
+
+    while (i < n) {
+        Py_ssize_t a, b;
+        while (i < n && (v[i] == ' ' || v[i] == '\t' || v[i] == ',')) {
+            i++;
+        }
+        a = i;
+        while (i < n && v[i] != ',') {
+            i++;
+        }
+        b = i;
+        while (b > a && (v[b - 1] == ' ' || v[b - 1] == '\t')) {
+            b--;
+        }
+        if (ts_ascii_ieq(v + a, b - a, lit)) {
+            return 1;
+        }
+    }
+    return 0;
+}
+
+int
 ts_check_field(const char *name, Py_ssize_t nlen, const char *val, Py_ssize_t vlen,
                PyObject *name_obj, PyObject *val_obj)
 {

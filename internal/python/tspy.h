@@ -151,6 +151,10 @@ int ts_buf_reserve(char **buf, size_t *cap, size_t need);
 int ts_buf_grow(char **buf, size_t *cap, size_t len, size_t n, size_t bound);
 int ts_is_tchar(unsigned char c);
 int ts_ascii_ieq(const char *a, Py_ssize_t n, const char *lit);
+/* ts_list_has_token reports whether a comma-separated field value (RFC
+ * 9110 §5.6.1, e.g. Connection) lists the token lit, lower case, compared
+ * case-insensitively. */
+int ts_list_has_token(const char *v, Py_ssize_t n, const char *lit);
 /* ts_check_field validates one response header field (RFC 9110 sections
  * 5.1, 5.5): a token name, a value without CR, LF, NUL or other controls
  * but HTAB. 0, or -1 with ValueError set naming the header. Attached. */
