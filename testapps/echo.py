@@ -1,6 +1,8 @@
 """Echo app for the HTTP/1.1 conformance tests: answers, as JSON, the
 request facts a case needs, and prints "APP-SEEN <path>" for every request
-it sees so a test can prove a smuggled request never reached the app."""
+it sees so a test can prove a smuggled request never reached the app.
+A query "connection=V" adds the response header Connection: V
+(tests/http1_test.go, TestHTTP1_AppConnectionClose)."""
 
 import json
 
@@ -19,5 +21,8 @@ def app(environ, start_response):
             "body_len": len(body),
         }
     ).encode()
-    start_response("200 OK", [("Content-Type", "application/json"), ("Content-Length", str(len(out)))])
+    headers = [("Content-Type", "application/json"), ("Content-Length", str(len(out)))]
+    if environ["QUERY_STRING"].startswith("connection="):
+        headers.append(("Connection", environ["QUERY_STRING"][len("connection="):].replace("%20", " ")))
+    start_response("200 OK", headers)
     return [out]

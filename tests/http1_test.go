@@ -336,3 +336,24 @@ func TestB40_WriteTimeout(t *testing.T) {
 		t.Errorf("after the timeout the client read %d bytes (closed=%v); want a truncated response and a close", len(got), closed)
 	}
 }
+
+// TestHTTP1_AppConnectionClose: a WSGI app's Connection header that lists
+// "close" (RFC 9110 §7.6.1, a comma-separated list of any case) ends the
+// connection after its response; the pipelined request behind it is not
+// served. Only a whole "close" value was honoured before ("keep-alive,
+// close" kept the connection open).
+func TestHTTP1_AppConnectionClose(t *testing.T) {
+	s := Start(t, "echo:app")
+	for _, v := range []string{"close", "CLOSE", "keep-alive,%20close", "close,%20upgrade"} {
+		raw, closed := Raw(t, s.Addr, "GET /c?connection="+v+" HTTP/1.1\r\nHost: a\r\n\r\nGET /after HTTP/1.1\r\nHost: a\r\n\r\n", 5*time.Second)
+		if codes := StatusCodes(raw); len(codes) != 1 || !strings.Contains(raw, "Connection: close\r\n") || !closed {
+			t.Errorf("app Connection: %s, then a pipelined request: %q (closed %v); want one response with Connection: close, then the close", v, raw, closed)
+		}
+	}
+	for _, v := range []string{"keep-alive", "closed", "x-close"} {
+		raw, _ := Raw(t, s.Addr, "GET /c?connection="+v+" HTTP/1.1\r\nHost: a\r\n\r\nGET /after HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n", 5*time.Second)
+		if codes := StatusCodes(raw); len(codes) != 2 {
+			t.Errorf("app Connection: %s, then a pipelined request: %q; want both answered", v, raw)
+		}
+	}
+}

@@ -638,8 +638,9 @@ add_header(ts_wsgi_job *job, PyObject *item, size_t *hlen)
         goto done;  /* the server writes Content-Length itself */
     }
     if (ts_ascii_ieq(name, nlen, "connection")) {
-        /* PEP 3333: hop-by-hop headers are the server's; honour "close" */
-        if (ts_ascii_ieq(val, vlen, "close")) {
+        /* PEP 3333: hop-by-hop headers are the server's; honour a "close"
+         * token anywhere in the list (RFC 9110 §7.6.1: "keep-alive, close") */
+        if (ts_list_has_token(val, vlen, "close")) {
             job->close = 1;
         }
         rc = 0;
