@@ -4,6 +4,8 @@ Connection header (tests/asgi_test.go, TestASGI_ResponseFraming).
 /start-only         start, then returns
 /more-then-return   start, body "abc" with more_body, then returns
 /cl-short           content-length 10, final body "abc": send() raises
+/more-then-short    content-length 11, "abc" with more_body, then an empty
+                    final body: send() raises after "abc" went out
 /cl-long            content-length 2, body "abcdef": send() raises
 /cl-long-caught     as /cl-long inside try, then body "ab": 200 "ab"
 /cl-dup             content-length 2 and 3: send() raises, nothing sent
@@ -20,6 +22,8 @@ Connection header (tests/asgi_test.go, TestASGI_ResponseFraming).
 /ok                 200 "ok" (does not read the request body)
 """
 
+import asyncio
+
 
 def start(*headers, status=200):
     return {"type": "http.response.start", "status": status, "headers": [(b"content-type", b"text/plain"), *headers]}
@@ -35,6 +39,11 @@ async def app(scope, receive, send):
     path = scope["path"]
     if path == "/start-only":
         await send(start())
+    elif path == "/more-then-short":
+        await send(start((b"content-length", b"11")))
+        await send(body(b"abc", True))
+        await asyncio.sleep(0.05)  # the head and "abc" leave first
+        await send(body(b""))
     elif path == "/more-then-return":
         await send(start())
         await send(body(b"abc", True))

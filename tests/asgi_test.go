@@ -1582,9 +1582,10 @@ func TestASGI_ExecutorContextVars(t *testing.T) {
 // A response the app leaves unfinished, or whose body disagrees with its
 // Content-Length, is an app error said in the log (uvicorn: "ASGI callable
 // returned without completing response", "Response content longer/shorter
-// than Content-Length"), and the client sees the connection cut, never a
-// clean end; conflicting Content-Length headers are refused in send()
-// (RFC 9110 §8.6). The app's "Connection: close" is honoured (RFC 9112
+// than Content-Length"), and the client never sees a clean end: a 500 when
+// none of the response had left (the head waits in the server for the
+// first body bytes), else the connection cut; conflicting Content-Length
+// headers are refused in send() (RFC 9110 §8.6). The app's "Connection: close" is honoured (RFC 9112
 // §9.6). Before, all of these went unlogged, counted as clean 200s, a
 // longer body was cut silently and the Connection header was dropped.
 func TestASGI_ResponseFraming(t *testing.T) {
@@ -1606,12 +1607,25 @@ func TestASGI_ResponseFraming(t *testing.T) {
 		path, wire, text string
 		traceback        bool
 	}{
-		{"/start-only", "Transfer-Encoding: chunked", "without completing the response", false},
+		// Nothing of the response had left: a 500 (the app's head, sent
+		// alone, used to go out on a cut connection).
+		{"/start-only", "", "without completing the response", false},
+		{"/cl-short", "", "shorter than its Content-Length (7 bytes missing)", true},
+		{"/cl-long", "", "longer than its Content-Length (4 bytes too many)", true},
+		// Part of it had: the connection is cut.
 		{"/more-then-return", "3\r\nabc\r\n", "without completing the response", false},
-		{"/cl-short", "Content-Length: 10\r\n", "shorter than its Content-Length (7 bytes missing)", true},
-		{"/cl-long", "Content-Length: 2\r\n", "longer than its Content-Length (4 bytes too many)", true},
+		{"/more-then-short", "Content-Length: 11\r\n", "shorter than its Content-Length (8 bytes missing)", true},
 	} {
 		t.Run(tc.path, func(t *testing.T) {
+			if tc.wire == "" {
+				// a whole 500: the connection stays usable; close it to read to the end
+				raw, _ := rawExchange(s.Addr, "GET "+tc.path+" HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n", 3*time.Second)
+				if _, body, _ := strings.Cut(raw, "\r\n\r\n"); !strings.HasPrefix(raw, "HTTP/1.1 500 ") || bodyLeaks(body) {
+					t.Errorf("GET %s: %q; want a generic 500", tc.path, raw)
+				}
+				logged(t, tc.path, tc.text, tc.traceback)
+				return
+			}
 			raw, closed := get(tc.path)
 			if !strings.HasPrefix(raw, "HTTP/1.1 200 ") || !strings.Contains(raw, tc.wire) || !closed || strings.HasSuffix(raw, "\r\n0\r\n\r\n") {
 				t.Errorf("GET %s: %q (closed %v); want the head with %q, then a cut connection", tc.path, raw, closed, tc.wire)

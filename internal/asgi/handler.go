@@ -189,6 +189,13 @@ func (s *slot) serve(h *Handler, w *http1.ResponseWriter, r *http1.Request, gen 
 		<-s.ready
 		t := s.take
 		C.ts_asgi_take(s.c, t)
+		if t.head_ready != 0 && !headSent && t.app_done != 0 && t.finished == 0 && t.out_len == 0 && t.pathsend == nil {
+			// The app failed (or returned) after http.response.start but
+			// before any body: its head has not left, so the client gets
+			// the 500 below rather than the app's head on a cut
+			// connection.
+			t.head_ready = 0
+		}
 		if t.head_ready != 0 && !headSent {
 			cl := int64(t.content_length)
 			if cl < 0 && t.finished != 0 && t.pathsend == nil && (t.out_len > 0 || string(r.Method) != "HEAD") {

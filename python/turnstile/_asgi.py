@@ -184,7 +184,7 @@ async def _run_http(app, cycle):
             # connection cut (uvicorn: "ASGI callable returned without
             # completing response")
             scope = cycle.scope
-            _log(ERROR, "ASGI app returned without completing the response on %s %s: the connection is closed" % (scope.get("method"), scope.get("path")))
+            _log(ERROR, "ASGI app returned without completing the response on %s %s: answered 500, or the connection is cut if any of it was sent" % (scope.get("method"), scope.get("path")))
             chan.done("error")
         else:
             chan.done(None)
