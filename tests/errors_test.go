@@ -414,3 +414,29 @@ func TestErrors_VenvOtherMinorVersion(t *testing.T) {
 		t.Errorf("log has a traceback or a listening record; want a refusal before Python starts")
 	}
 }
+
+// A Python warning (warnings.warn) is logged at WARNING, as one record
+// naming its category and where it was raised; it was written to stderr
+// and logged at ERROR, a record per line. stderr itself stays ERROR.
+func TestErrors_WarningLevel(t *testing.T) {
+	s := Start(t, "warn_app:app")
+	for path, want := range map[string]string{"/warn": "turnstile-warn-7c1", "/stderr": "turnstile-stderr-7c1"} {
+		if code, _ := asgiGetT(t, s, path); code != 200 {
+			t.Fatalf("GET %s = %d", path, code)
+		}
+		recs := waitLogRecords(s.Logs, 3*time.Second, func(rec map[string]any) bool {
+			return strings.Contains(recordText(rec), want)
+		})
+		wantLevel := "ERROR"
+		if path == "/warn" {
+			wantLevel = "WARN"
+		}
+		if len(recs) != 1 || recs[0]["level"] != wantLevel {
+			t.Errorf("GET %s: records %v; want one at %s", path, recs, wantLevel)
+			continue
+		}
+		if text := recordText(recs[0]); path == "/warn" && (!strings.Contains(text, "UserWarning") || !strings.Contains(text, "warn_app.py")) {
+			t.Errorf("GET /warn: record %q; want the category and the file", text)
+		}
+	}
+}

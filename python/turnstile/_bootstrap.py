@@ -129,6 +129,27 @@ def setup(app_dir, switch_interval, workers):
 
     logging.StreamHandler.emit = emit
 
+    # A warning (warnings.warn: a framework's DeprecationWarning, a
+    # RuntimeWarning) is logged at WARNING as one record; printed to stderr
+    # it was an ERROR record per line. A warning written to a file of the
+    # app's own, or routed through logging (logging.captureWarnings), is
+    # left alone.
+    import warnings
+
+    plain_showwarning = warnings.showwarning
+
+    def showwarning(message, category, filename, lineno, file=None, line=None):
+        if file is not None and file is not sys.stderr:
+            plain_showwarning(message, category, filename, lineno, file, line)
+            return
+        try:
+            text = warnings.formatwarning(message, category, filename, lineno, line)
+        except Exception:
+            text = "%s: %s" % (getattr(category, "__name__", "Warning"), message)
+        _turnstile.log(WARNING, text.rstrip("\n"))
+
+    warnings.showwarning = showwarning
+
     import multiprocessing
 
     try:
