@@ -534,6 +534,36 @@ func TestASGI_BodyStreaming(t *testing.T) {
 			t.Errorf("late 11-byte body: %d receive() calls; want 1 http.request with the whole body", e.Receives)
 		}
 	})
+	// The same over HTTP/2 (h2c): the DATA frame's bytes reach the declared
+	// length; END_STREAM may come later in its own frame.
+	t.Run("late-body-one-message-h2", func(t *testing.T) {
+		cc := h2cConn(t, s.Addr)
+		pr, pw := io.Pipe()
+		req, _ := http.NewRequest("POST", s.URL+"/sha", pr)
+		req.ContentLength = 11
+		go func() {
+			time.Sleep(100 * time.Millisecond)
+			io.WriteString(pw, "hello world")
+			time.Sleep(100 * time.Millisecond)
+			pw.Close()
+		}()
+		resp, err := cc.RoundTrip(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		var e asgiBodyEcho
+		if resp.StatusCode != 200 || json.Unmarshal(got, &e) != nil {
+			t.Fatalf("POST = %d %q", resp.StatusCode, got)
+		}
+		if err := check("late body h2", e, 11, fwSHA256([]byte("hello world")), 1); err != nil {
+			t.Fatal(err)
+		}
+		if e.Receives != 1 {
+			t.Errorf("late 11-byte body over h2: %d receive() calls; want 1 http.request with the whole body", e.Receives)
+		}
+	})
 	t.Run("no-body", func(t *testing.T) {
 		var e asgiBodyEcho
 		if err := asgiGetJSON(s.URL+"/sha", &e); err != nil {

@@ -425,6 +425,13 @@ func (st *stream) readBody(b *Body, p []byte) (int, error) {
 	}
 	switch {
 	case err == nil:
+		// The declared length's last byte ends the body, as on HTTP/1.1:
+		// a reader learns it with those bytes, not from an empty read
+		// after them (x/net answers io.EOF only at END_STREAM, and
+		// resets a stream whose DATA exceeds its content-length).
+		if cl := st.req.ContentLength; cl > 0 && b.total == cl {
+			b.eof = true
+		}
 	case err == io.EOF:
 		b.eof = true
 	case errors.Is(err, os.ErrDeadlineExceeded):
