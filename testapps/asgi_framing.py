@@ -13,6 +13,8 @@ Connection header (tests/asgi_test.go, TestASGI_ResponseFraming).
 /cl-parts           content-length 6, "abc" (more_body) then "def"
 /cl-empty?status=N  content-length 10 and an empty body: right for HEAD,
                     204 and 304
+/pathsend?cl=N      this file by http.response.pathsend, with content-length
+                    N (none when N is -1)
 /conn-close         connection: close
 /conn-other         connection: keep-alive
 /duplex             starts a chunked response, then echoes the request
@@ -39,6 +41,12 @@ async def app(scope, receive, send):
     path = scope["path"]
     if path == "/start-only":
         await send(start())
+    elif path == "/pathsend":
+        cl = int(scope["query_string"].decode().partition("=")[2])
+        if "http.response.pathsend" not in scope.get("extensions", {}):
+            raise RuntimeError("no http.response.pathsend extension")
+        await send(start(*([(b"content-length", b"%d" % cl)] if cl >= 0 else [])))
+        await send({"type": "http.response.pathsend", "path": __file__})
     elif path == "/more-then-short":
         await send(start((b"content-length", b"11")))
         await send(body(b"abc", True))

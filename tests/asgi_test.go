@@ -1666,6 +1666,36 @@ func TestASGI_ResponseFraming(t *testing.T) {
 			logged(t, tc.path, tc.text, tc.traceback)
 		})
 	}
+	// http.response.pathsend is held to the app's Content-Length too: a
+	// file of another size is a 500 and a log record (it was sent cut at
+	// the declared length, or short with the connection closed, unlogged).
+	t.Run("pathsend", func(t *testing.T) {
+		src, err := os.ReadFile(filepath.Join(AppDir(), "asgi_framing.py"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		size := len(src)
+		for _, cl := range []int{-1, size} {
+			if code, body := asgiGetT(t, s, fmt.Sprintf("/pathsend?cl=%d", cl)); code != 200 || body != string(src) {
+				t.Errorf("GET /pathsend?cl=%d = %d, %d bytes; want 200 with the file's %d", cl, code, len(body), size)
+			}
+		}
+		for _, cl := range []int{size - 5, size + 5} {
+			if code, body := asgiGetT(t, s, fmt.Sprintf("/pathsend?cl=%d", cl)); code != 500 || bodyLeaks(body) {
+				t.Errorf("GET /pathsend?cl=%d = %d %q; want a generic 500 (the file has %d bytes)", cl, code, body, size)
+			}
+			want := fmt.Sprintf(`"content_length":%d`, cl)
+			if recs := waitLogRecords(s.Logs, 3*time.Second, func(rec map[string]any) bool {
+				return strings.Contains(recordText(rec), "disagrees with the response's Content-Length") && strings.Contains(recordText(rec), want)
+			}); len(recs) != 1 {
+				t.Errorf("GET /pathsend?cl=%d: %d log records; want 1", cl, len(recs))
+			}
+		}
+		raw, _ := rawExchange(s.Addr, fmt.Sprintf("HEAD /pathsend?cl=%d HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n", size+5), 3*time.Second)
+		if !strings.HasPrefix(raw, "HTTP/1.1 200 ") || !strings.Contains(raw, fmt.Sprintf("Content-Length: %d\r\n", size+5)) {
+			t.Errorf("HEAD /pathsend with a Content-Length the file does not have: %q; want 200 with it (no body goes out)", raw)
+		}
+	})
 	t.Run("conflicting-lengths", func(t *testing.T) {
 		if code, body := asgiGetT(t, s, "/cl-dup"); code != 500 || bodyLeaks(body) {
 			t.Errorf("GET /cl-dup = %d %q; want a generic 500", code, body)

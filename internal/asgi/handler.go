@@ -207,6 +207,14 @@ func (s *slot) serve(h *Handler, w *http1.ResponseWriter, r *http1.Request, gen 
 					defer f.Close()
 					if cl < 0 {
 						cl = size
+					} else if cl != size && string(r.Method) != "HEAD" && t.status != 204 && t.status != 304 {
+						// The file disagrees with the app's Content-Length
+						// (RFC 9110 §8.6): held to it as a body sent by
+						// send() is, before anything left.
+						h.logger().Error("asgi: http.response.pathsend: the file's size disagrees with the response's Content-Length: answered 500",
+							"method", string(r.Method), "path", string(r.Path), "size", size, "content_length", cl)
+						w.WriteSimple(500, "text/plain; charset=utf-8", []byte("Internal Server Error\n"), nil)
+						return 500
 					}
 					w.WriteHead(int(t.status), head[:t.status_len], head[t.status_len:], cl, t.close != 0)
 					w.SendFile(f, 0, size)
