@@ -212,7 +212,7 @@ func (s *slot) serve(h *Handler, w *http1.ResponseWriter, r *http1.Request, gen 
 						// (RFC 9110 §8.6): held to it as a body sent by
 						// send() is, before anything left.
 						h.logger().Error("asgi: http.response.pathsend: the file's size disagrees with the response's Content-Length: answered 500",
-							"method", string(r.Method), "path", string(r.Path), "size", size, "content_length", cl)
+							"method", string(r.Method), "path", string(r.Path), "file", f.Name(), "size", size, "content_length", cl)
 						w.WriteSimple(500, "text/plain; charset=utf-8", []byte("Internal Server Error\n"), nil)
 						return 500
 					}

@@ -180,7 +180,8 @@ async def _run_http(app, cycle):
             _log(ERROR, "ASGI app returned without sending a response on %s %s: answered 500" % (scope.get("method"), scope.get("path")))
             chan.done(None)
         elif not chan.complete:
-            # the final http.response.body never came: the client sees the
+            # the final http.response.body never came: the client sees a
+            # 500 if no body byte was sent (Go has held the head), else the
             # connection cut (uvicorn: "ASGI callable returned without
             # completing response")
             scope = cycle.scope
