@@ -1,18 +1,43 @@
-"""Warnings and stderr (tests/errors_test.go, TestErrors_WarningLevel).
+"""Warnings, stderr and text the log cannot take as it is
+(tests/errors_test.go, TestErrors_WarningLevel, TestErrors_Surrogates).
 
-/warn     warnings.warn(UserWarning): one WARNING record
-/stderr   a line printed to sys.stderr: an ERROR record, as before
+/warn              warnings.warn(UserWarning): one WARNING record
+/stderr            a line printed to sys.stderr: an ERROR record, as before
+/warn-redirect     a warning under contextlib.redirect_stderr: the body is
+                   what the buffer got; nothing logged
+/surrogate/warn    a warning whose text holds a lone surrogate (\\udcff)
+/surrogate/stderr  the same printed to sys.stderr
+/surrogate/log     the same through logging (a surrogateescape'd name)
+/surrogate/raise   an exception whose message holds one: a 500
 """
 
+import contextlib
+import io
+import logging
 import sys
 import warnings
 
 
 def app(environ, start_response):
     path = environ["PATH_INFO"]
+    body = b"ok"
     if path == "/warn":
         warnings.warn("turnstile-warn-7c1 from the app", UserWarning)
     elif path == "/stderr":
         print("turnstile-stderr-7c1 from the app", file=sys.stderr)
-    start_response("200 OK", [("Content-Type", "text/plain"), ("Content-Length", "2")])
-    return [b"ok"]
+    elif path == "/warn-redirect":
+        buf = io.StringIO()
+        with contextlib.redirect_stderr(buf):
+            warnings.warn("turnstile-redirect-7c1", UserWarning)
+        body = buf.getvalue().encode()
+    elif path == "/surrogate/warn":
+        warnings.warn("turnstile-sur-warn \udcff", UserWarning)
+    elif path == "/surrogate/stderr":
+        print("turnstile-sur-stderr \udcff", file=sys.stderr)
+    elif path == "/surrogate/log":
+        name = b"caf\xe9.txt".decode("utf-8", "surrogateescape")
+        logging.getLogger("warn_app").error("turnstile-sur-log %s", name)
+    elif path == "/surrogate/raise":
+        raise ValueError("turnstile-sur-raise \udcff")
+    start_response("200 OK", [("Content-Type", "text/plain"), ("Content-Length", str(len(body)))])
+    return [body]

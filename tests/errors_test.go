@@ -8,6 +8,7 @@ package tests
 
 import (
 	"bytes"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net"
@@ -437,6 +438,43 @@ func TestErrors_WarningLevel(t *testing.T) {
 		}
 		if text := recordText(recs[0]); path == "/warn" && (!strings.Contains(text, "UserWarning") || !strings.Contains(text, "warn_app.py")) {
 			t.Errorf("GET /warn: record %q; want the category and the file", text)
+		}
+	}
+	// A warning under the app's own redirect_stderr goes where the app sent
+	// it, as in plain Python, not to the log.
+	if code, body := asgiGetT(t, s, "/warn-redirect"); code != 200 || !strings.Contains(body, "UserWarning: turnstile-redirect-7c1") {
+		t.Errorf("GET /warn-redirect = %d %q; want the warning in the app's buffer", code, body)
+	}
+	if strings.Contains(s.Logs(), "turnstile-redirect-7c1") {
+		t.Errorf("a warning under redirect_stderr reached the server log")
+	}
+}
+
+// Text with a lone surrogate (os.fsdecode of a non-UTF-8 name, a
+// surrogateescape'd byte) reaches the log escaped (\udcff), as Python's own
+// stderr writes it, from a warning, stderr, logging and a traceback alike;
+// it raised UnicodeEncodeError into the app (a 500), and a traceback
+// became "(unprintable error)".
+func TestErrors_Surrogates(t *testing.T) {
+	s := Start(t, "warn_app:app")
+	for path, want := range map[string]string{
+		"/surrogate/warn":   `turnstile-sur-warn \\udcff`,
+		"/surrogate/stderr": `turnstile-sur-stderr \\udcff`,
+		"/surrogate/log":    `turnstile-sur-log caf\\udce9.txt`,
+		"/surrogate/raise":  `ValueError: turnstile-sur-raise \\udcff`,
+	} {
+		wantCode := 200
+		if path == "/surrogate/raise" {
+			wantCode = 500
+		}
+		if code, _ := asgiGetT(t, s, path); code != wantCode {
+			t.Errorf("GET %s = %d; want %d", path, code, wantCode)
+		}
+		if recs := waitLogRecords(s.Logs, 3*time.Second, func(rec map[string]any) bool {
+			b, _ := json.Marshal(rec)
+			return strings.Contains(string(b), want)
+		}); len(recs) != 1 {
+			t.Errorf("GET %s: %d log records with %s; want 1\n%s", path, len(recs), want, s.Logs())
 		}
 	}
 }

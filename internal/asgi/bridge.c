@@ -756,13 +756,15 @@ channel_done(Channel *self, PyObject *error)
 {
     ts_asgi_slot *s = self->slot;
     const char *text = NULL;
+    PyObject *hold = NULL;
+    Py_ssize_t n;
     int need;
 
     if (self->released) {
         Py_RETURN_NONE;
     }
     if (error != Py_None) {
-        text = PyUnicode_AsUTF8(error);
+        text = PyUnicode_Check(error) ? ts_text_utf8(error, &n, &hold) : NULL;
         if (text == NULL) {
             PyErr_Clear();
             text = "(unprintable error)";
@@ -776,6 +778,7 @@ channel_done(Channel *self, PyObject *error)
         free(s->error);
         s->error = strdup(text);
     }
+    Py_XDECREF(hold);
     /* Once the final body is out Go no longer waits for the app: a
      * background task running after the response wakes nobody. */
     need = !s->finished;

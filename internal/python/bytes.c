@@ -54,6 +54,24 @@ ts_is_tchar(unsigned char c)
     return c != 0 && strchr("!#$%&'*+-.^_`|~", c) != NULL;
 }
 
+const char *
+ts_text_utf8(PyObject *s, Py_ssize_t *n, PyObject **hold)
+{
+    const char *p = PyUnicode_AsUTF8AndSize(s, n);
+
+    *hold = NULL;
+    if (p != NULL || !PyErr_ExceptionMatches(PyExc_UnicodeEncodeError)) {
+        return p;
+    }
+    PyErr_Clear();
+    *hold = PyUnicode_AsEncodedString(s, "utf-8", "backslashreplace");
+    if (*hold == NULL) {
+        return NULL;
+    }
+    *n = PyBytes_GET_SIZE(*hold);
+    return PyBytes_AS_STRING(*hold);
+}
+
 int
 ts_ascii_ieq(const char *a, Py_ssize_t n, const char *lit)
 {

@@ -43,13 +43,19 @@ static PyObject *
 mod_log(PyObject *self, PyObject *args)
 {
     int level;
+    PyObject *obj, *hold;
     const char *text;
     Py_ssize_t len;
 
-    if (!PyArg_ParseTuple(args, "is#:log", &level, &text, &len)) {
+    if (!PyArg_ParseTuple(args, "iU:log", &level, &obj)) {
+        return NULL;
+    }
+    text = ts_text_utf8(obj, &len, &hold);
+    if (text == NULL) {
         return NULL;
     }
     ts_log(level, text, len);
+    Py_XDECREF(hold);
     Py_RETURN_NONE;
 }
 
@@ -94,7 +100,8 @@ static char *
 dup_utf8(PyObject *s)
 {
     Py_ssize_t n;
-    const char *p = PyUnicode_AsUTF8AndSize(s, &n);
+    PyObject *hold;
+    const char *p = PyUnicode_Check(s) ? ts_text_utf8(s, &n, &hold) : NULL;
     char *out;
 
     if (p == NULL) {
@@ -106,6 +113,7 @@ dup_utf8(PyObject *s)
         memcpy(out, p, n);
         out[n] = '\0';
     }
+    Py_XDECREF(hold);
     return out;
 }
 

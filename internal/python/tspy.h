@@ -150,6 +150,12 @@ int ts_buf_reserve(char **buf, size_t *cap, size_t need);
  * (0 = none). 0, or -1 with ValueError or MemoryError set. Attached. */
 int ts_buf_grow(char **buf, size_t *cap, size_t len, size_t n, size_t bound);
 int ts_is_tchar(unsigned char c);
+/* ts_text_utf8 returns the UTF-8 of str s for the log, never failing on
+ * its content: a lone surrogate (os.fsdecode of a non-UTF-8 name, a
+ * surrogateescape'd byte) is written as \udcff, as Python's stderr does
+ * (backslashreplace). *hold keeps the bytes alive (Py_XDECREF it after
+ * use). NULL only on out-of-memory, exception set. Attached. */
+const char *ts_text_utf8(PyObject *s, Py_ssize_t *n, PyObject **hold);
 int ts_ascii_ieq(const char *a, Py_ssize_t n, const char *lit);
 /* ts_list_has_token reports whether a comma-separated field value (RFC
  * 9110 §5.6.1, e.g. Connection) lists the token lit, lower case, compared

@@ -123,7 +123,10 @@ def setup(app_dir, switch_interval, workers):
             except Exception:
                 self.handleError(record)
                 return
-            _turnstile.log(record.levelno, text)
+            try:
+                _turnstile.log(record.levelno, text)
+            except Exception:
+                self.handleError(record)
         else:
             plain_emit(self, record)
 
@@ -131,24 +134,29 @@ def setup(app_dir, switch_interval, workers):
 
     # A warning (warnings.warn: a framework's DeprecationWarning, a
     # RuntimeWarning) is logged at WARNING as one record; printed to stderr
-    # it was an ERROR record per line. A warning written to a file of the
-    # app's own, or routed through logging (logging.captureWarnings), is
-    # left alone.
+    # it was an ERROR record per line. Only where it would have reached our
+    # stderr: a warning for a file of the app's own (or a redirected
+    # sys.stderr), an app's own showwarning, or logging.captureWarnings is
+    # left alone. The hook is warnings' _showwarnmsg_impl (3.6-3.13), the
+    # one that has the whole message (with tracemalloc, where a
+    # ResourceWarning's object was allocated), not showwarning.
     import warnings
 
-    plain_showwarning = warnings.showwarning
+    plain_impl = getattr(warnings, "_showwarnmsg_impl", None)
+    formatmsg = getattr(warnings, "_formatwarnmsg", None)
+    if plain_impl is not None and formatmsg is not None:
 
-    def showwarning(message, category, filename, lineno, file=None, line=None):
-        if file is not None and file is not sys.stderr:
-            plain_showwarning(message, category, filename, lineno, file, line)
-            return
-        try:
-            text = warnings.formatwarning(message, category, filename, lineno, line)
-        except Exception:
-            text = "%s: %s" % (getattr(category, "__name__", "Warning"), message)
-        _turnstile.log(WARNING, text.rstrip("\n"))
+        def showwarnmsg_impl(msg):
+            if not isinstance(msg.file if msg.file is not None else sys.stderr, LogStream):
+                plain_impl(msg)
+                return
+            try:
+                text = formatmsg(msg)
+            except Exception:
+                text = "%s: %s" % (getattr(msg.category, "__name__", "Warning"), msg.message)
+            _turnstile.log(WARNING, text.rstrip("\n"))
 
-    warnings.showwarning = showwarning
+        warnings._showwarnmsg_impl = showwarnmsg_impl
 
     import multiprocessing
 
