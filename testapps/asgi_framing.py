@@ -15,6 +15,10 @@ Connection header (tests/asgi_test.go, TestASGI_ResponseFraming).
                     204 and 304
 /pathsend?cl=N      this file by http.response.pathsend, with content-length
                     N (none when N is -1)
+/head-first         start and an empty body with more_body (the head goes
+                    out alone), then echoes the request body once it came
+/head-wait          start and an empty body with more_body, then waits until
+                    /head-release is requested, then "released"
 /conn-close         connection: close
 /conn-other         connection: keep-alive
 /duplex             starts a chunked response, then echoes the request
@@ -25,6 +29,16 @@ Connection header (tests/asgi_test.go, TestASGI_ResponseFraming).
 """
 
 import asyncio
+
+
+_release_event = None
+
+
+def _released():
+    global _release_event
+    if _release_event is None:
+        _release_event = asyncio.Event()
+    return _release_event
 
 
 def start(*headers, status=200):
@@ -47,6 +61,25 @@ async def app(scope, receive, send):
             raise RuntimeError("no http.response.pathsend extension")
         await send(start(*([(b"content-length", b"%d" % cl)] if cl >= 0 else [])))
         await send({"type": "http.response.pathsend", "path": __file__})
+    elif path == "/head-wait":
+        await send(start())
+        await send(body(b"", True))
+        await _released().wait()
+        await send(body(b"released"))
+    elif path == "/head-release":
+        _released().set()
+        await send(start())
+        await send(body(b"ok"))
+    elif path == "/head-first":
+        await send(start())
+        await send(body(b"", True))
+        got = b""
+        while True:
+            m = await receive()
+            got += m.get("body", b"")
+            if not m.get("more_body"):
+                break
+        await send(body(got))
     elif path == "/more-then-short":
         await send(start((b"content-length", b"11")))
         await send(body(b"abc", True))

@@ -1696,6 +1696,42 @@ func TestASGI_ResponseFraming(t *testing.T) {
 			t.Errorf("HEAD /pathsend with a Content-Length the file does not have: %q; want 200 with it (no body goes out)", raw)
 		}
 	})
+	// The head goes out alone when the app sends an empty body with
+	// more_body after it (an event stream's headers before its first
+	// event): the client here sends its body only once it has the head.
+	// The head waited for the first body bytes, and this never finished.
+	t.Run("head-first", func(t *testing.T) {
+		c := dialT(t, s.Addr)
+		defer c.Close()
+		c.SetDeadline(time.Now().Add(10 * time.Second))
+		io.WriteString(c, "POST /head-first HTTP/1.1\r\nHost: a\r\nContent-Length: 4\r\n\r\n")
+		br := bufio.NewReader(c)
+		resp, err := http.ReadResponse(br, nil)
+		if err != nil {
+			t.Fatalf("the head before the request body: %v", err)
+		}
+		io.WriteString(c, "ping")
+		got, err := io.ReadAll(resp.Body)
+		if resp.StatusCode != 200 || string(got) != "ping" || err != nil {
+			t.Errorf("POST /head-first = %d %q (%v); want 200 \"ping\"", resp.StatusCode, got, err)
+		}
+		// No receive() at all: the app waits for another request.
+		c2 := dialT(t, s.Addr)
+		defer c2.Close()
+		c2.SetDeadline(time.Now().Add(10 * time.Second))
+		io.WriteString(c2, "GET /head-wait HTTP/1.1\r\nHost: a\r\n\r\n")
+		resp, err = http.ReadResponse(bufio.NewReader(c2), nil)
+		if err != nil {
+			t.Fatalf("GET /head-wait: the head before the app's first body bytes: %v", err)
+		}
+		if code, _ := asgiGetT(t, s, "/head-release"); code != 200 {
+			t.Fatalf("GET /head-release = %d", code)
+		}
+		got, err = io.ReadAll(io.LimitReader(resp.Body, 8))
+		if string(got) != "released" {
+			t.Errorf("GET /head-wait: body %q (%v); want \"released\"", got, err)
+		}
+	})
 	t.Run("conflicting-lengths", func(t *testing.T) {
 		if code, body := asgiGetT(t, s, "/cl-dup"); code != 500 || bodyLeaks(body) {
 			t.Errorf("GET /cl-dup = %d %q; want a generic 500", code, body)

@@ -633,12 +633,14 @@ channel_start(Channel *self, PyObject *args)
 
 /* body_append appends body bytes to the slot's output and wakes Go; it
  * returns 1 when send() must await DRAINED (more than write_buffer bytes
- * pending), 0 when not, -1 with an exception. */
+ * pending), 0 when not, -1 with an exception. An empty body with
+ * more_body still wakes Go while the head waits: it sends the head on
+ * its own (an event stream's headers before its first event). */
 static int
 body_append(Channel *self, PyObject *data, int more)
 {
     ts_asgi_slot *s = self->slot;
-    int wait;
+    int wait, head_waits;
     const char *p;
     Py_ssize_t n;
 
@@ -678,8 +680,9 @@ body_append(Channel *self, PyObject *data, int more)
     if (wait) {
         s->drain_wait = 1;
     }
+    head_waits = s->head_ready;
     pthread_mutex_unlock(&s->mu);
-    if (n > 0 || !more) {
+    if (n > 0 || !more || head_waits) {
         signal_go(s);
     }
     return wait;

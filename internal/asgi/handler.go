@@ -186,6 +186,7 @@ func (s *slot) serve(h *Handler, w *http1.ResponseWriter, r *http1.Request, gen 
 	headSent := false
 	status := 0
 	for {
+		flush := false
 		<-s.ready
 		t := s.take
 		C.ts_asgi_take(s.c, t)
@@ -229,7 +230,7 @@ func (s *slot) serve(h *Handler, w *http1.ResponseWriter, r *http1.Request, gen 
 				disconnect()
 				return int(t.status)
 			}
-			headSent, status = true, int(t.status)
+			headSent, status, flush = true, int(t.status), true
 		}
 		if t.out_len > 0 {
 			if _, err := w.Write(unsafe.Slice((*byte)(unsafe.Pointer(t.out)), int(t.out_len))); err != nil && !errors.Is(err, http1.ErrContentLength) {
@@ -242,7 +243,7 @@ func (s *slot) serve(h *Handler, w *http1.ResponseWriter, r *http1.Request, gen 
 		if t.finished != 0 {
 			return status // http1 finishes the framing and flushes
 		}
-		if t.out_len > 0 {
+		if t.out_len > 0 || flush {
 			if err := w.Flush(); err != nil {
 				disconnect()
 				w.Abort()
