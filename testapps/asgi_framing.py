@@ -15,6 +15,8 @@ Connection header (tests/asgi_test.go, TestASGI_ResponseFraming).
                     204 and 304
 /pathsend?cl=N      this file by http.response.pathsend, with content-length
                     N (none when N is -1)
+/pathsend-after-body  start, body "x" with more_body, then a pathsend: send()
+                    raises (the file must be the whole body)
 /head-first         start and an empty body with more_body (the head goes
                     out alone), then echoes the request body once it came
 /head-wait          start and an empty body with more_body, then waits until
@@ -60,6 +62,11 @@ async def app(scope, receive, send):
         if "http.response.pathsend" not in scope.get("extensions", {}):
             raise RuntimeError("no http.response.pathsend extension")
         await send(start(*([(b"content-length", b"%d" % cl)] if cl >= 0 else [])))
+        await send({"type": "http.response.pathsend", "path": __file__})
+    elif path == "/pathsend-after-body":
+        await send(start())
+        await send(body(b"x", True))
+        await asyncio.sleep(0.05)  # the head and "x" leave first
         await send({"type": "http.response.pathsend", "path": __file__})
     elif path == "/head-wait":
         await send(start())

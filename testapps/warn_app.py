@@ -9,6 +9,8 @@
 /surrogate/stderr  the same printed to sys.stderr
 /surrogate/log     the same through logging (a surrogateescape'd name)
 /surrogate/raise   an exception whose message holds one: a 500
+/stdout-bytes      bytes written to sys.stdout.buffer (click.echo(b"..."))
+/log-bigint        a logging record at level 2**40
 """
 
 import contextlib
@@ -37,6 +39,11 @@ def app(environ, start_response):
     elif path == "/surrogate/log":
         name = b"caf\xe9.txt".decode("utf-8", "surrogateescape")
         logging.getLogger("warn_app").error("turnstile-sur-log %s", name)
+    elif path == "/stdout-bytes":
+        sys.stdout.buffer.write(b"turnstile-bytes-7c1 caf\xc3")
+        sys.stdout.buffer.write(b"\xa9 \xff\n")
+    elif path == "/log-bigint":
+        logging.getLogger("warn_app").log(2**40, "turnstile-bigint-7c1")
     elif path == "/surrogate/raise":
         raise ValueError("turnstile-sur-raise \udcff")
     start_response("200 OK", [("Content-Type", "text/plain"), ("Content-Length", str(len(body)))])

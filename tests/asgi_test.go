@@ -826,6 +826,24 @@ func TestB09_LifespanOnRaiseExits(t *testing.T) {
 	}
 }
 
+// An app that says lifespan.startup.failed and then raises (Starlette
+// does): startup fails with the app's message, said once, escaped where
+// it holds a lone surrogate; the raise is not a second report, and never
+// "after startup completed". The surrogate made the server's own report
+// fail with a UnicodeEncodeError, and the message was lost.
+func TestB09_LifespanFailedThenRaise(t *testing.T) {
+	code, _, log := startFailure(t, "--lifespan", "on", "asgi_life_failraise:app")
+	if code == 0 || code == -1 {
+		t.Errorf("exit status = %d; want non-zero", code)
+	}
+	if !strings.Contains(log, `turnstile-lf-7c1 caf\\udce9`) && !strings.Contains(log, `turnstile-lf-7c1 caf\udce9`) {
+		t.Errorf("the log does not give the app's message, escaped:\n%s", log)
+	}
+	if strings.Contains(log, "after startup completed") || strings.Contains(log, "UnicodeEncodeError") {
+		t.Errorf("the log reports the failure wrongly:\n%s", log)
+	}
+}
+
 // --lifespan auto: an app that raises on the lifespan scope does not
 // support lifespan (ASGI Lifespan: "the server should continue"); the
 // server serves and says so once.
@@ -1645,6 +1663,9 @@ func TestASGI_ResponseFraming(t *testing.T) {
 		// Part of it had: the connection is cut.
 		{"/more-then-return", "3\r\nabc\r\n", "without completing the response", false},
 		{"/more-then-short", "Content-Length: 11\r\n", "shorter than its Content-Length (8 bytes missing)", true},
+		// A pathsend after body bytes: the file must be the whole body.
+		// It was dropped: an empty-ended 200, nothing logged.
+		{"/pathsend-after-body", "1\r\nx\r\n", "'http.response.pathsend' after 'http.response.body'", true},
 	} {
 		t.Run(tc.path, func(t *testing.T) {
 			if tc.wire == "" {

@@ -462,6 +462,10 @@ func TestErrors_Surrogates(t *testing.T) {
 		"/surrogate/stderr": `turnstile-sur-stderr \\udcff`,
 		"/surrogate/log":    `turnstile-sur-log caf\\udce9.txt`,
 		"/surrogate/raise":  `ValueError: turnstile-sur-raise \\udcff`,
+		// bytes on sys.stdout.buffer: UTF-8 kept whole across writes,
+		// an undecodable byte escaped; a logging level past the int range
+		"/stdout-bytes": `turnstile-bytes-7c1 café \\xff`,
+		"/log-bigint":   `turnstile-bigint-7c1`,
 	} {
 		wantCode := 200
 		if path == "/surrogate/raise" {

@@ -134,6 +134,7 @@ typedef struct ts_channel {
     /* HTTP send() state (the Channel is the app's send callable): set by
      * send itself, and disconnected by the cycle's _on_disconnect. */
     char started, complete, disconnected;
+    char bodied;  /* an http.response.body was sent: no pathsend after it */
     /* body bytes the response's Content-Length still allows; -1 when it is
      * not checked (no Content-Length, a HEAD request, a 204 or 304) */
     int64_t body_left;

@@ -956,6 +956,7 @@ channel_send(Channel *self, PyObject *message)
         if (wait < 0) {
             return NULL;
         }
+        self->bodied = 1;
         if (wait) {
             return cycle_call(self, s_drain_wait);
         }
@@ -1008,6 +1009,13 @@ channel_send(Channel *self, PyObject *message)
         }
         if (self->complete) {
             return Py_NewRef(sent);
+        }
+        if (self->bodied) {
+            /* the extension's message is the whole body, in place of
+             * http.response.body: after body bytes there is no framing
+             * that could carry it */
+            PyErr_SetString(PyExc_RuntimeError, "ASGI: 'http.response.pathsend' after 'http.response.body': the file must be the whole body");
+            return NULL;
         }
         self->complete = 1;
         if ((v = message_get(message, s_path, NULL)) == NULL) {
@@ -1379,7 +1387,7 @@ event_tuple(ts_event *ev)
         ch->slot = s;
         ch->gen = ev->gen;
         ch->released = 0;
-        ch->started = ch->complete = ch->disconnected = 0;
+        ch->started = ch->complete = ch->disconnected = ch->bodied = 0;
         ch->body_left = -1;
         scope = build_scope(s, 1);
         if (scope == NULL) {
@@ -1397,7 +1405,7 @@ event_tuple(ts_event *ev)
         ch->slot = s;
         ch->gen = ev->gen;
         ch->released = 0;
-        ch->started = ch->complete = ch->disconnected = 0;
+        ch->started = ch->complete = ch->disconnected = ch->bodied = 0;
         ch->body_left = -1;
         scope = build_scope(s, 0);
         body = PyBytes_FromStringAndSize(s->req + s->body_off, s->body_len);
@@ -1518,16 +1526,22 @@ static PyObject *
 mod_started(PyObject *mod, PyObject *args)
 {
     int ok;
+    PyObject *obj, *hold;
     const char *msg;
     Py_ssize_t n;
     PyThreadState *ts;
 
-    if (!PyArg_ParseTuple(args, "ps#:started", &ok, &msg, &n)) {
+    if (!PyArg_ParseTuple(args, "pU:started", &ok, &obj)) {
+        return NULL;
+    }
+    msg = ts_text_utf8(obj, &n, &hold);  /* the app's message may hold a lone surrogate */
+    if (msg == NULL) {
         return NULL;
     }
     ts = PyEval_SaveThread();
     go_ts_asgi_started(ok, (char *)msg, (int)n);
     PyEval_RestoreThread(ts);
+    Py_XDECREF(hold);
     Py_RETURN_NONE;
 }
 

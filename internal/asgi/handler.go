@@ -232,6 +232,14 @@ func (s *slot) serve(h *Handler, w *http1.ResponseWriter, r *http1.Request, gen 
 			}
 			headSent, status, flush = true, int(t.status), true
 		}
+		if t.pathsend != nil {
+			// A pathsend once the head is out (send() refuses one after a
+			// body; this is the guard): free it, cut the response.
+			C.free(unsafe.Pointer(t.pathsend))
+			h.logger().Error("asgi: http.response.pathsend after the response started: the connection is cut", "method", string(r.Method), "path", string(r.Path))
+			w.Abort()
+			return status
+		}
 		if t.out_len > 0 {
 			if _, err := w.Write(unsafe.Slice((*byte)(unsafe.Pointer(t.out)), int(t.out_len))); err != nil && !errors.Is(err, http1.ErrContentLength) {
 				disconnect()

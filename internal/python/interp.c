@@ -42,19 +42,26 @@ static ts_thread main_thread;
 static PyObject *
 mod_log(PyObject *self, PyObject *args)
 {
-    int level;
-    PyObject *obj, *hold;
+    long level;
+    int overflow;
+    PyObject *lvl, *obj, *hold;
     const char *text;
     Py_ssize_t len;
 
-    if (!PyArg_ParseTuple(args, "iU:log", &level, &obj)) {
+    if (!PyArg_ParseTuple(args, "O!U:log", &PyLong_Type, &lvl, &obj)) {
         return NULL;
+    }
+    /* logging takes any int as a level: past the int range is past
+     * CRITICAL (50) or below NOTSET */
+    level = PyLong_AsLongAndOverflow(lvl, &overflow);
+    if (overflow != 0 || level > 1000 || level < -1000) {
+        level = overflow < 0 || level < 0 ? 0 : 50;
     }
     text = ts_text_utf8(obj, &len, &hold);
     if (text == NULL) {
         return NULL;
     }
-    ts_log(level, text, len);
+    ts_log((int)level, text, len);
     Py_XDECREF(hold);
     Py_RETURN_NONE;
 }

@@ -404,6 +404,13 @@ class Lifespan:
                     _set(self.startup_result, (True, ""))
                 else:
                     _set(self.startup_result, (False, format_exception(exc)))
+            elif not self.startup_result.result()[0] or (
+                self.shutdown_result.done() and not self.shutdown_result.result()[0]
+            ):
+                # The app said lifespan.startup.failed (or shutdown.failed)
+                # and raised as Starlette does: its message is the report,
+                # logged once (uvicorn does the same).
+                pass
             else:
                 when = "during shutdown" if self.shutting else "after startup completed"
                 _log(ERROR, "ASGI lifespan: the app raised %s\n%s" % (when, format_exception(exc)))

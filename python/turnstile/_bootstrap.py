@@ -19,6 +19,41 @@ import _turnstile
 DEBUG, INFO, WARNING, ERROR = 10, 20, 30, 40
 
 
+class LogBuffer:
+    """The binary side of a LogStream (``sys.stdout.buffer``), for code that
+    writes bytes there (``click.echo(b"...")``): UTF-8, undecodable bytes
+    written as \\xNN, a character split across writes kept whole."""
+
+    def __init__(self, stream):
+        import codecs
+
+        self._stream = stream
+        self._decoder = codecs.getincrementaldecoder("utf-8")("backslashreplace")
+
+    def write(self, data):
+        if isinstance(data, str):
+            raise TypeError("a bytes-like object is required, not 'str'")
+        n = len(memoryview(data).cast("B"))
+        self._stream.write(self._decoder.decode(bytes(data)))
+        return n
+
+    def writelines(self, lines):
+        for line in lines:
+            self.write(line)
+
+    def flush(self):
+        self._stream.flush()
+
+    def writable(self):
+        return True
+
+    def readable(self):
+        return False
+
+    def isatty(self):
+        return False
+
+
 class LogStream:
     """A text stream that writes each complete line as one log record."""
 
@@ -29,6 +64,7 @@ class LogStream:
         self.level = level
         self.name = name
         self._buf = ""
+        self.buffer = LogBuffer(self)
 
     def write(self, text):
         if not isinstance(text, str):
