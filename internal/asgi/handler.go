@@ -221,7 +221,7 @@ func (s *slot) serve(h *Handler, w *http1.ResponseWriter, r *http1.Request, gen 
 					w.SendFile(f, 0, size)
 					return int(t.status)
 				} else {
-					h.logger().Error("asgi: http.response.pathsend", "err", err)
+					h.logger().Error("asgi: http.response.pathsend: answered 500", "method", string(r.Method), "path", string(r.Path), "err", err)
 					w.WriteSimple(500, "text/plain; charset=utf-8", []byte("Internal Server Error\n"), nil)
 					return 500
 				}
