@@ -758,30 +758,21 @@ static PyObject *
 channel_done(Channel *self, PyObject *error)
 {
     ts_asgi_slot *s = self->slot;
-    const char *text = NULL;
-    PyObject *hold = NULL;
-    Py_ssize_t n;
+    char *text;
     int need;
 
     if (self->released) {
         Py_RETURN_NONE;
     }
-    if (error != Py_None) {
-        text = PyUnicode_Check(error) ? ts_text_utf8(error, &n, &hold) : NULL;
-        if (text == NULL) {
-            PyErr_Clear();
-            text = "(unprintable error)";
-        }
-    }
+    text = error != Py_None ? ts_text_dup(error) : NULL;
     self->released = 1;
     Py_CLEAR(s->cycle);
     pthread_mutex_lock(&s->mu);
     s->app_done = 1;
     if (text != NULL) {
         free(s->error);
-        s->error = strdup(text);
+        s->error = text;
     }
-    Py_XDECREF(hold);
     /* Once the final body is out Go no longer waits for the app: a
      * background task running after the response wakes nobody. */
     need = !s->finished;

@@ -72,6 +72,27 @@ ts_text_utf8(PyObject *s, Py_ssize_t *n, PyObject **hold)
     return PyBytes_AS_STRING(*hold);
 }
 
+char *
+ts_text_dup(PyObject *s)
+{
+    Py_ssize_t n;
+    PyObject *hold;
+    const char *p = PyUnicode_Check(s) ? ts_text_utf8(s, &n, &hold) : NULL;
+    char *out;
+
+    if (p == NULL) {
+        PyErr_Clear();
+        return strdup("(unprintable error)");
+    }
+    out = malloc(n + 1);
+    if (out != NULL) {
+        memcpy(out, p, n);
+        out[n] = '\0';
+    }
+    Py_XDECREF(hold);
+    return out;
+}
+
 int
 ts_ascii_ieq(const char *a, Py_ssize_t n, const char *lit)
 {

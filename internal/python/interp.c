@@ -51,10 +51,9 @@ mod_log(PyObject *self, PyObject *args)
     if (!PyArg_ParseTuple(args, "O!U:log", &PyLong_Type, &lvl, &obj)) {
         return NULL;
     }
-    /* logging takes any int as a level: past the int range is past
-     * CRITICAL (50) or below NOTSET */
+    /* logging takes any int as a level: held to NOTSET..CRITICAL (0..50) */
     level = PyLong_AsLongAndOverflow(lvl, &overflow);
-    if (overflow != 0 || level > 1000 || level < -1000) {
+    if (overflow != 0 || level < 0 || level > 50) {
         level = overflow < 0 || level < 0 ? 0 : 50;
     }
     text = ts_text_utf8(obj, &len, &hold);
@@ -103,26 +102,6 @@ ts_log(int level, const char *msg, Py_ssize_t len)
 
 /* ---- errors ---------------------------------------------------------- */
 
-static char *
-dup_utf8(PyObject *s)
-{
-    Py_ssize_t n;
-    PyObject *hold;
-    const char *p = PyUnicode_Check(s) ? ts_text_utf8(s, &n, &hold) : NULL;
-    char *out;
-
-    if (p == NULL) {
-        PyErr_Clear();
-        return strdup("(unprintable error)");
-    }
-    out = malloc(n + 1);
-    if (out != NULL) {
-        memcpy(out, p, n);
-        out[n] = '\0';
-    }
-    Py_XDECREF(hold);
-    return out;
-}
 
 char *
 ts_format_exception(void)
@@ -155,7 +134,7 @@ ts_format_exception(void)
             PyErr_Clear();
         }
     }
-    out = text != NULL ? dup_utf8(text) : strdup("(unprintable error)");
+    out = text != NULL ? ts_text_dup(text) : strdup("(unprintable error)");
     Py_XDECREF(text);
     Py_DECREF(exc);
     return out;
@@ -246,7 +225,7 @@ run_bootstrap(const ts_interp_config *cfg, char **kind, char **err)
         return -1;
     }
     ts_app = Py_NewRef(PyTuple_GET_ITEM(res, 0));
-    *kind = dup_utf8(PyTuple_GET_ITEM(res, 1));
+    *kind = ts_text_dup(PyTuple_GET_ITEM(res, 1));
     Py_DECREF(res);
     for (int i = 0; i < 4; i++) {
         if (cfg->after_load[i] != NULL && cfg->after_load[i]() < 0) {

@@ -156,6 +156,10 @@ int ts_is_tchar(unsigned char c);
  * (backslashreplace). *hold keeps the bytes alive (Py_XDECREF it after
  * use). NULL only on out-of-memory, exception set. Attached. */
 const char *ts_text_utf8(PyObject *s, Py_ssize_t *n, PyObject **hold);
+/* ts_text_dup is ts_text_utf8 into malloc'd, NUL-terminated memory (the
+ * caller frees it); "(unprintable error)" when s is not a str. Never sets
+ * an exception. Attached. */
+char *ts_text_dup(PyObject *s);
 int ts_ascii_ieq(const char *a, Py_ssize_t n, const char *lit);
 /* ts_list_has_token reports whether a comma-separated field value (RFC
  * 9110 §5.6.1, e.g. Connection) lists the token lit, lower case, compared

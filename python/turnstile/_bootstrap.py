@@ -19,7 +19,28 @@ import _turnstile
 DEBUG, INFO, WARNING, ERROR = 10, 20, 30, 40
 
 
-class LogBuffer:
+class _LogWriter:
+    """What LogStream and LogBuffer share: a write-only, non-seekable,
+    non-terminal stream."""
+
+    def writelines(self, lines):
+        for line in lines:
+            self.write(line)
+
+    def isatty(self):
+        return False
+
+    def writable(self):
+        return True
+
+    def readable(self):
+        return False
+
+    def seekable(self):
+        return False
+
+
+class LogBuffer(_LogWriter):
     """The binary side of a LogStream (``sys.stdout.buffer``), for code that
     writes bytes there (``click.echo(b"...")``): UTF-8, undecodable bytes
     written as \\xNN, a character split across writes kept whole."""
@@ -37,24 +58,11 @@ class LogBuffer:
         self._stream.write(self._decoder.decode(bytes(data)))
         return n
 
-    def writelines(self, lines):
-        for line in lines:
-            self.write(line)
-
     def flush(self):
         self._stream.flush()
 
-    def writable(self):
-        return True
 
-    def readable(self):
-        return False
-
-    def isatty(self):
-        return False
-
-
-class LogStream:
+class LogStream(_LogWriter):
     """A text stream that writes each complete line as one log record."""
 
     encoding = "utf-8"
@@ -77,26 +85,10 @@ class LogStream:
         self._buf = buf
         return len(text)
 
-    def writelines(self, lines):
-        for line in lines:
-            self.write(line)
-
     def flush(self):
         if self._buf:
             buf, self._buf = self._buf, ""
             _turnstile.log(self.level, buf)
-
-    def isatty(self):
-        return False
-
-    def writable(self):
-        return True
-
-    def readable(self):
-        return False
-
-    def seekable(self):
-        return False
 
     def fileno(self):
         raise OSError("turnstile log stream has no file descriptor")
