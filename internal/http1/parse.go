@@ -195,6 +195,7 @@ func parseHead(head []byte, r *Request) *protoError {
 
 	var (
 		hosts    int
+		hostAt   = -1 // index in r.Header of the Host field
 		clSeen   bool
 		cl       int64
 		teSeen   bool
@@ -238,6 +239,7 @@ func parseHead(head []byte, r *Request) *protoError {
 		case 4:
 			if equalFoldString(name, "host") {
 				hosts++
+				hostAt = len(r.Header) - 1
 				r.Host = value
 			}
 		case 6:
@@ -294,7 +296,16 @@ func parseHead(head []byte, r *Request) *protoError {
 		return errBadHost
 	}
 	if r.absHost != nil {
-		r.Host = r.absHost // RFC 9112 §3.2.2: absolute-form wins over Host
+		// RFC 9112 §3.2.2: the authority of an absolute-form target wins
+		// over Host. The Host field is rewritten too, so that every reader
+		// (WSGI's HTTP_HOST, the ASGI scope's headers, proxy rules) sees
+		// one host; an HTTP/1.0 request without Host gets the field.
+		r.Host = r.absHost
+		if hostAt >= 0 {
+			r.Header[hostAt].Value = r.absHost
+		} else {
+			r.Header = append(r.Header, Field{Name: hostName, Value: r.absHost})
+		}
 	}
 
 	if teSeen {
@@ -433,7 +444,10 @@ func parseRequestLine(line []byte, r *Request) *protoError {
 	return nil
 }
 
-var rootPath = []byte("/")
+var (
+	rootPath = []byte("/")
+	hostName = []byte("Host")
+)
 
 // splitAbsolute splits an absolute-form target "http://host[:port]/path?q"
 // (scheme http or https, case-insensitive) into authority and path+query.

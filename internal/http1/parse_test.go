@@ -46,6 +46,18 @@ func TestRFC9112_ParseHead(t *testing.T) {
 			}
 		})
 	}
+	// RFC 9112 §3.2.2: the absolute-form authority replaces the Host
+	// field's value too (one host for every reader), and an HTTP/1.0
+	// request without Host gets one.
+	for _, head := range []string{"GET http://a.example/p HTTP/1.1\r\nHost: other\r\nX: y\r\n\r\n", "GET http://a.example/p HTTP/1.0\r\nX: y\r\n\r\n"} {
+		var r Request
+		if perr := parseHead([]byte(head), &r); perr != nil {
+			t.Fatal(perr)
+		}
+		if v := r.HeaderValue("host"); string(v) != "a.example" || len(r.Header) != 2 {
+			t.Errorf("%q: Host field %q, %d fields; want a.example, 2", head, v, len(r.Header))
+		}
+	}
 	t.Run("fields-ows-trimmed-case-kept", func(t *testing.T) {
 		var r Request
 		if perr := parseHead([]byte("GET / HTTP/1.1\r\nhOsT: h\r\nX-A: \t a b \t\r\nX-Empty:\r\n\r\n"), &r); perr != nil {

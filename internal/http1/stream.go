@@ -216,6 +216,11 @@ func (st *stream) build() *protoError {
 	if !validHost([]byte(host)) {
 		return errBadHost
 	}
+	// A Host field that names another entity than :authority never gets
+	// here: x/net/http2 resets the stream with PROTOCOL_ERROR (RFC 9113
+	// §8.3.1). The app sees one host, in r.Host and the first "host"
+	// field (the Host field itself is not copied), as with HTTP/1.1's
+	// absolute-form.
 	r.Host = []byte(host)
 
 	nfields := 1
@@ -288,7 +293,7 @@ func (st *stream) writeHead(w *ResponseWriter, status int, contentType string, h
 	if w.started {
 		return ErrHeadWritten
 	}
-	if status < 200 || status > 999 {
+	if status < 200 || status > 599 {
 		return ErrBadStatus
 	}
 	w.started, w.status = true, status

@@ -159,8 +159,6 @@ func buildEnviron(b []byte, r *http1.Request, scriptName []byte, scratch *[]byte
 			// equal values ("2, 2", RFC 9110 §8.6) are not joined.
 			id, key = keyContentLength, nil
 			val = strconv.AppendInt(clbuf[:0], r.ContentLength, 10)
-		case "HTTP_HOST":
-			val = r.Host // an absolute-form target's authority wins (RFC 9112 §3.2.2)
 		}
 		add(id, key, val)
 	}
