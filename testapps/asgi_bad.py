@@ -26,6 +26,11 @@ BAD = {
     "str-body": ([START], {"type": "http.response.body", "body": "a str body"}),
     "str-body-more": ([START], {"type": "http.response.body", "body": "a str body", "more_body": True}),
     "start-twice": ([START], dict(START)),
+    # RFC 9110 §15: a status code is 100-599, and an app sends final ones
+    "status-600": ([], dict(START, status=600)),
+    "status-999": ([], dict(START, status=999)),
+    "status-42": ([], dict(START, status=42)),
+    "status-100": ([], dict(START, status=100)),
 }
 
 

@@ -83,6 +83,11 @@ ROUTES = {
     "/status-crlf": _status("200 OK\r\nX-Injected: 1"),
     "/status-lf": _status("200 OK\nX-Injected: 1"),
     "/status-bytes": _status(b"200 OK"),
+    # RFC 9110 §15: a status code is 100-599
+    "/status-600": _status("600 Beyond"),
+    "/status-999": _status("999 Beyond"),
+    "/status-42": _status("42 Short"),
+    "/status-099": _status("099 Low"),
     "/header-cr": _header("X-Bad", "a\rX-Injected: 1"),
     "/header-lf": _header("X-Bad", "a\nX-Injected: 1"),
     "/header-crlf": _header("X-Bad", "a\r\nX-Injected: 1"),

@@ -1389,6 +1389,10 @@ func TestASGI_BadInput(t *testing.T) {
 		{"str-body", true},
 		{"str-body-more", true},
 		{"start-twice", true},
+		{"status-600", false},
+		{"status-999", false},
+		{"status-42", false},
+		{"status-100", false},
 	}
 
 	// The app catches the exception from its send() and answers normally:

@@ -101,6 +101,10 @@ func TestErrors_InvalidResponse(t *testing.T) {
 		{"status-with-crlf", "/status-crlf", "status"},
 		{"status-with-lf", "/status-lf", "status"},
 		{"status-bytes-not-str", "/status-bytes", "status"},
+		{"status-600", "/status-600", "status"},
+		{"status-999", "/status-999", "status"},
+		{"status-two-digits", "/status-42", "status"},
+		{"status-below-100", "/status-099", "status"},
 
 		{"header-value-cr", "/header-cr", "X-Bad"},
 		{"header-value-lf", "/header-lf", "X-Bad"},

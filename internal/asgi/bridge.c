@@ -498,11 +498,11 @@ start_head(Channel *self, PyObject *status_obj, PyObject *headers, int upgrade)
     if (upgrade && status == 101 && !overflow) {
         /* websocket.accept: the one 1xx an app may cause */
     }
-    else if (overflow || status < 200 || status > 999) {
-        PyErr_Format(PyExc_ValueError, "http.response.start 'status' %R is not a final status (200-999)", status_obj);
+    else if (overflow || status < TS_STATUS_FINAL_MIN || status > TS_STATUS_FINAL_MAX) {
+        PyErr_Format(PyExc_ValueError, "http.response.start 'status' %R is not a final status (RFC 9110 section 15: 200-599)", status_obj);
         return -1;
     }
-    /* "NNN Reason": status is 101 or 200-999, three digits */
+    /* "NNN Reason": status is 101 or 200-599, three digits */
     reason = reason_phrase(status);
     hlen = 4 + strlen(reason);
     pthread_mutex_lock(&s->mu);

@@ -44,7 +44,7 @@ var (
 	// ErrNoHead is returned by Write and SendFile before WriteHead.
 	ErrNoHead = errors.New("http1: Write before WriteHead")
 
-	// ErrBadStatus is returned by WriteHead for a status outside 200–999
+	// ErrBadStatus is returned by WriteHead for a status outside 200–599 (RFC 9110 §15)
 	// (1xx responses are produced only by the server, for 100-continue).
 	ErrBadStatus = errors.New("http1: invalid response status")
 )

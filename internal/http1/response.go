@@ -56,7 +56,8 @@ func (w *ResponseWriter) Started() bool { return w.started }
 // response with a known length leaves more than maxDrainBytes of the
 // request body unread.
 //
-// status must be 200–999 (ErrBadStatus otherwise). Responses to HEAD and
+// status must be 200–599, a final status of RFC 9110 §15 (ErrBadStatus
+// otherwise). Responses to HEAD and
 // 204/304 responses carry no body (RFC 9110 §6.4.1); for HEAD the declared
 // Content-Length is still sent (RFC 9110 §8.6).
 // Errors: ErrHeadWritten, ErrBadStatus, ErrClientGone.
@@ -99,7 +100,7 @@ func (w *ResponseWriter) begin(status int) error {
 	if w.started {
 		return ErrHeadWritten
 	}
-	if status < 200 || status > 999 {
+	if status < 200 || status > 599 {
 		return ErrBadStatus
 	}
 	w.started = true

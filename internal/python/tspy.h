@@ -67,6 +67,12 @@ extern int ts_gilwait_active;
 PyThreadState *ts_gil_holder(void);
 unsigned long ts_tstate_native_id(PyThreadState *tstate);
 
+/* The final statuses an app may send: RFC 9110 §15 defines status codes
+ * as 100-599; the 1xx are the server's (100 Continue, 101 through an
+ * accepted upgrade). Anything else from an app is a logged 500. */
+#define TS_STATUS_FINAL_MIN 200
+#define TS_STATUS_FINAL_MAX 599
+
 /* Turnstile parameters and counters (read by Go for metrics). */
 #define TS_SLICE_NS 1000000LL   /* 1 ms: the barrier's slice */
 /* A pool thread woken mid-job lets threads waiting to attach go first

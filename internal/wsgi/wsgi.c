@@ -736,8 +736,12 @@ start_response_call(StartResponse *self, PyObject *args, PyObject *kwargs)
         }
     }
     code = (st[0] - '0') * 100 + (st[1] - '0') * 10 + (st[2] - '0');
-    if (code < 200) {
+    if (code < TS_STATUS_FINAL_MIN) {
         PyErr_Format(PyExc_ValueError, "status %R: a WSGI app cannot send 1xx", status);
+        goto error;
+    }
+    if (code > TS_STATUS_FINAL_MAX) {
+        PyErr_Format(PyExc_ValueError, "status %R is not an HTTP status (RFC 9110 section 15: 100-599)", status);
         goto error;
     }
     if (!PyList_Check(headers) && !PyTuple_Check(headers)) {
