@@ -17,6 +17,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -729,6 +730,13 @@ func TestSupervise_RecycleLifetimeAndRSS(t *testing.T) {
 			first := supServing(s)[1]
 			load := supStartLoad(t, s, 4, "/")
 			supWaitLog(t, s, 10*time.Second, 1, "worker replaced", "cause", tc.cause)
+			if tc.cause == "max-rss" {
+				// The figure is exact, in KiB: it read "RSS 1 MiB > 1 MiB"
+				// for a worker of 1.5 MiB.
+				if !regexp.MustCompile(`RSS [0-9]+ KiB > 1024 KiB \(1 MiB\)`).MatchString(s.Logs()) {
+					t.Errorf("no \"RSS N KiB > 1024 KiB (1 MiB)\" in the replacement's record")
+				}
+			}
 			time.Sleep(300 * time.Millisecond)
 			load.Stop()
 			ok, errs, bad := load.snapshot()
@@ -1479,5 +1487,34 @@ func TestSupervise_PidFileOfALiveServer(t *testing.T) {
 	}
 	if b, err := os.ReadFile(pidFile); err != nil || strings.TrimSpace(string(b)) != strconv.Itoa(s.PID) {
 		t.Errorf("--pid-file after the second server = %q %v; want the first server's pid %d", b, err, s.PID)
+	}
+}
+
+// A worker has a name of its own in ps and top: its comm (ps -e, top) is
+// "turnstile-wN" (it was "exe", from /proc/self/exe), and its command line
+// (ps -f) starts "turnstile: worker N [app]", as gunicorn titles its
+// workers.
+func TestSupervise_WorkerProcessTitle(t *testing.T) {
+	s := Start(t, "--workers", "2", "sup_app:app")
+	serving := supServing(s)
+	if len(serving) != 2 {
+		t.Fatalf("serving %v; want 2 workers", serving)
+	}
+	for id, pid := range serving {
+		comm, err := os.ReadFile(fmt.Sprintf("/proc/%d/comm", pid))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, want := strings.TrimSpace(string(comm)), fmt.Sprintf("turnstile-w%d", id); got != want {
+			t.Errorf("worker %d (pid %d): comm %q; want %q", id, pid, got, want)
+		}
+		cmdline, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+		if err != nil {
+			t.Fatal(err)
+		}
+		argv0, _, _ := strings.Cut(string(cmdline), "\x00")
+		if want := fmt.Sprintf("turnstile: worker %d [sup_app:app]", id); argv0 != want {
+			t.Errorf("worker %d (pid %d): argv[0] %q; want %q", id, pid, argv0, want)
+		}
 	}
 }

@@ -7,6 +7,9 @@ import (
 	"os"
 	"strings"
 	"syscall"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
 
 	"turnstile/internal/config"
 )
@@ -135,8 +138,22 @@ func init() {
 	if IsWorker() {
 		syscall.CloseOnExec(ListenerFD)
 		syscall.CloseOnExec(ControlFD)
+		setProcessName("turnstile-w" + workerID)
 		unsetWorkerEnv()
 	}
+}
+
+// setProcessName sets the name ps -e and top show for this process (the
+// kernel's comm, 15 bytes at most: prctl(2) PR_SET_NAME), which is "exe"
+// for a worker the master started through /proc/self/exe. Package init
+// runs on the main thread, whose name is the process's; threads started
+// after it (Python's, Go's) inherit it. The command line ps -f shows is
+// the master's argv[0] (supervise: "turnstile: worker N [app]").
+func setProcessName(name string) {
+	if len(name) > 15 {
+		name = name[:15]
+	}
+	_ = unix.Prctl(unix.PR_SET_NAME, uintptr(unsafe.Pointer(unsafe.StringData(name+"\x00"))), 0, 0, 0)
 }
 
 // unsetWorkerEnv takes the worker's own variables (read above) out of the

@@ -807,7 +807,7 @@ func (m *Master) check() {
 		if maxRSS > 0 {
 			if rss, err := rssBytes(p.pid); err == nil && rss > maxRSS {
 				m.enqueue(replaceReq{id: id, cause: "max-rss", old: p,
-					why: fmt.Sprintf("RSS %d MiB > %d MiB", rss>>20, maxRSS>>20)})
+					why: fmt.Sprintf("RSS %d KiB > %d KiB (%d MiB)", rss>>10, maxRSS>>10, maxRSS>>20)})
 			}
 		}
 	}

@@ -173,7 +173,10 @@ func (m *Master) spawn(id int, cause string) (*proc, error) {
 		return nil, fmt.Errorf("supervise: stderr pipe: %w", err)
 	}
 	cmd := exec.Command(m.exe, m.args...)
-	cmd.Args[0] = os.Args[0] // as ps shows it, rather than /proc/self/exe
+	// ps -f shows argv: a title as gunicorn's setproctitle gives one
+	// ("gunicorn: worker [app]"), the master's arguments after it. The
+	// worker sets its short name (comm) itself (server.setProcessName).
+	cmd.Args[0] = fmt.Sprintf("turnstile: worker %d [%s]", id, m.cfg.App)
 	cmd.Env = append(childEnv(workerEnv()), server.EnvWorker+"="+strconv.Itoa(id), server.EnvWorkerAdmin+"="+p.admin)
 	cmd.ExtraFiles = []*os.File{m.lnFile, ctlW} // fds 3 and 4
 	cmd.Stdout, cmd.Stderr = errW, errW
