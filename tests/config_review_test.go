@@ -109,21 +109,22 @@ func TestConfig_WorkerEnvNotInherited(t *testing.T) {
 }
 
 // A missing virtualenv is one line, "turnstile: " once, naming where the
-// path came from.
+// path came from. check reports it as a bad value (exit 2) before it
+// imports anything (it was exit 1, as an import error; issue 27).
 func TestConfig_VenvMessage(t *testing.T) {
 	for _, c := range []struct {
 		env  []string
 		args []string
 		want string
 	}{
-		{cfEnv("VIRTUAL_ENV=/nonexistent"), nil, "turnstile: VIRTUAL_ENV=/nonexistent is not a virtualenv (no pyvenv.cfg)"},
-		{cfEnv(), []string{"--venv", "/nonexistent"}, "turnstile: --venv /nonexistent is not a virtualenv (no pyvenv.cfg)"},
+		{cfEnv("VIRTUAL_ENV=/nonexistent"), nil, "turnstile: VIRTUAL_ENV=/nonexistent does not exist"},
+		{cfEnv(), []string{"--venv", "/nonexistent"}, "turnstile: --venv /nonexistent does not exist"},
 	} {
 		cmd := exec.Command(binPath(t), append(append([]string{"check", "--app-dir", AppDir()}, c.args...), "conf_app:app")...)
 		cmd.Env = c.env
 		out, _ := cmd.CombinedOutput()
-		if cmd.ProcessState.ExitCode() != 1 || !strings.Contains(string(out), c.want) || strings.Contains(string(out), "turnstile: turnstile:") {
-			t.Errorf("%v %v: exit %d, want 1 and %q:\n%s", c.env[len(c.env)-1], c.args, cmd.ProcessState.ExitCode(), c.want, out)
+		if cmd.ProcessState.ExitCode() != 2 || !strings.Contains(string(out), c.want) || strings.Contains(string(out), "turnstile: turnstile:") {
+			t.Errorf("%v %v: exit %d, want 2 and %q:\n%s", c.env[len(c.env)-1], c.args, cmd.ProcessState.ExitCode(), c.want, out)
 		}
 	}
 }

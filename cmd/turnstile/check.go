@@ -16,6 +16,7 @@ import (
 	"turnstile/internal/config"
 	"turnstile/internal/python"
 	"turnstile/internal/server"
+	"turnstile/internal/venv"
 )
 
 // reservedEnv are TURNSTILE_* variables that are not settings: the
@@ -27,7 +28,8 @@ var reservedEnv = []string{
 
 // loadConfig fills cfg from the environment and the --config file under
 // the flags already parsed (internal/cliconf), then applies defaults and
-// validates. Each bad value is one line naming where it came from.
+// validates, the virtualenv and --app-dir included outside a worker. Each
+// bad value is one line naming where it came from.
 func loadConfig(cmd *cobra.Command, cfg *config.Config, maxRSSMiB *int64, app string) (*cliconf.Result, error) {
 	res, err := cliconf.Load(cmd.Flags(), cliconf.Options{
 		Skip:       []string{"help", "version", "format"},
@@ -43,8 +45,24 @@ func loadConfig(cmd *cobra.Command, cfg *config.Config, maxRSSMiB *int64, app st
 	cfg.App = app
 	cfg.WorkersMaxRSSBytes = *maxRSSMiB << 20
 	cfg.ApplyDefaults()
-	if err := cfg.Validate(); err != nil {
-		return nil, errors.New(strings.Join(res.Relabel(err), "\n"))
+	errs := []error{cfg.Validate()}
+	// The master (and check) read the virtualenv's pyvenv.cfg and look at
+	// --app-dir before anything is bound or started, so that a wrong one
+	// is a bad value like the others: one line, exit 2. These are files
+	// only (package venv has no cgo; Python is never initialised here).
+	// A worker checks again when it starts Python (internal/server).
+	if !server.IsWorker() {
+		if _, err := venv.Python(cfg.Venv, os.Getenv("VIRTUAL_ENV"), server.BuildInfo()); err != nil {
+			errs = append(errs, err)
+		}
+		errs = append(errs, venv.CheckAppDir(cfg.AppDir))
+	}
+	var lines []string
+	for _, err := range errs {
+		lines = append(lines, res.Relabel(err)...)
+	}
+	if len(lines) > 0 {
+		return nil, errors.New(strings.Join(lines, "\n"))
 	}
 	return res, nil
 }

@@ -53,8 +53,9 @@ type Config struct {
 	Interface string `json:"interface,omitempty"`
 	// AppDir is put first on sys.path. Default: the current directory.
 	AppDir string `json:"app_dir,omitempty"`
-	// Venv is a virtualenv of the same CPython minor version as the
-	// binary. Default: $VIRTUAL_ENV, else none.
+	// Venv is a virtualenv made by the Python the binary was built with
+	// (internal/venv checks its pyvenv.cfg). Default: $VIRTUAL_ENV, else
+	// none.
 	Venv string `json:"venv,omitempty"`
 	// RootPath is the path prefix the app is mounted at (SCRIPT_NAME,
 	// ASGI root_path). Default: "".

@@ -4,7 +4,6 @@
 package server
 
 import (
-	"bufio"
 	"context"
 	"crypto/tls"
 	"encoding/json"
@@ -28,6 +27,7 @@ import (
 	"turnstile/internal/python"
 	"turnstile/internal/static"
 	"turnstile/internal/tlsconf"
+	"turnstile/internal/venv"
 	"turnstile/internal/watchdog"
 )
 
@@ -204,51 +204,22 @@ func appDir(cfg *config.Config) string {
 	return wd
 }
 
-// pythonProgram picks sys.executable: the virtualenv's python (checked to
-// be the binary's CPython minor version), else the build's own python.
+// pythonProgram picks sys.executable: the virtualenv's python, else the
+// build's own python. The master has already checked the virtualenv and
+// the app directory (cmd/turnstile); a worker started directly, or after
+// the virtualenv changed under a running master (SIGHUP), checks them
+// again here, with the same pure-Go function.
 func pythonProgram(cfg *config.Config) (string, error) {
-	venv, from := cfg.Venv, "--venv "
-	if venv == "" {
-		venv, from = os.Getenv("VIRTUAL_ENV"), "VIRTUAL_ENV="
+	if err := venv.CheckAppDir(cfg.AppDir); err != nil {
+		return "", err
 	}
-	if venv == "" {
-		if python.BuildExecutable != "" {
-			return python.BuildExecutable, nil
-		}
-		return "python3", nil
-	}
-	venv, _ = filepath.Abs(venv)
-	cfgPath := filepath.Join(venv, "pyvenv.cfg")
-	f, err := os.Open(cfgPath)
-	if err != nil {
-		return "", fmt.Errorf("%s%s is not a virtualenv (no pyvenv.cfg)", from, venv)
-	}
-	defer f.Close()
-	version := ""
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		k, v, ok := strings.Cut(sc.Text(), "=")
-		if !ok {
-			continue
-		}
-		k, v = strings.TrimSpace(k), strings.TrimSpace(v)
-		if k == "version" || k == "version_info" {
-			version = v
-		}
-	}
-	if version != "" && version != python.BuildMinor && !strings.HasPrefix(version, python.BuildMinor+".") {
-		return "", fmt.Errorf("virtualenv %s is Python %s but this binary was built for Python %s (rebuild with make PYTHON=python%s)",
-			venv, version, python.BuildMinor, majorMinor(version))
-	}
-	return filepath.Join(venv, "bin", "python"), nil
+	return venv.Python(cfg.Venv, os.Getenv("VIRTUAL_ENV"), BuildInfo())
 }
 
-func majorMinor(v string) string {
-	parts := strings.SplitN(v, ".", 3)
-	if len(parts) >= 2 {
-		return parts[0] + "." + parts[1]
-	}
-	return v
+// BuildInfo is the CPython this binary was built against, for package
+// venv's checks.
+func BuildInfo() venv.Build {
+	return venv.Build{Executable: python.BuildExecutable, Version: python.BuildVersion}
 }
 
 func startAdmin(cfg *config.Config, log *slog.Logger, ready *atomic.Bool, m *metrics) (stop func(), addr string, err error) {
