@@ -16,6 +16,9 @@
                 app 2).
 /bad/*          invalid messages: the error each send() raised is sent back
                 as text where possible, else recorded in /stats.
+/close-long     accept, then close with 4321 and a reason over 123 bytes in
+                UTF-8: ?kind=ascii ("x" * 200), euro ("x" + "€" * 60) or
+                e ("é" * 100).
 """
 
 import asyncio
@@ -144,10 +147,14 @@ async def app(scope, receive, send):
             await attempt({"type": "websocket.send", "text": "both", "bytes": b"both"})
             await attempt({"type": "http.response.start", "status": 200})
             await attempt({"type": "websocket.close", "code": 99})
-            await attempt({"type": "websocket.close", "reason": "x" * 200})
             await attempt({"type": "websocket.send", "text": "\ud800"})
         await send({"type": "websocket.send", "text": json.dumps(errors)})
         await send({"type": "websocket.close", "code": 1000})
+    elif path == "/close-long":
+        kind = scope["query_string"].decode()
+        reason = {"kind=ascii": "x" * 200, "kind=euro": "x" + "€" * 60, "kind=e": "é" * 100}[kind]
+        await send({"type": "websocket.accept"})
+        await send({"type": "websocket.close", "code": 4321, "reason": reason})
     elif path == "/close1006":
         await send({"type": "websocket.accept"})
         await send({"type": "websocket.close", "code": 1006, "reason": "app said 1006"})

@@ -2,10 +2,11 @@ package tests
 
 // WebSocket frames and handshakes the RFCs refuse (issue 27): RFC 6455
 // frame rules gorilla/websocket lets through or answers with the wrong
-// code, corrupt permessage-deflate data and the permessage-deflate
-// negotiation of RFC 7692 §7. Raw frames from a TCP socket, and the
-// websockets client from PyPI for the negotiation.
-// Apps: testapps/ws_echo.py; client testapps/ws_client_deflate.py.
+// code, corrupt permessage-deflate data, the permessage-deflate
+// negotiation of RFC 7692 §7, and an app's close reason over 123 bytes.
+// Raw frames from a TCP socket, and the websockets client from PyPI for
+// the negotiation. Apps: testapps/ws_echo.py, ws_cases.py; client
+// testapps/ws_client_deflate.py.
 
 import (
 	"bytes"
@@ -374,6 +375,32 @@ func TestWS_DeflateWebsocketsClient(t *testing.T) {
 		if !ok || g.Error != "" || !g.Echo || ext != want {
 			t.Errorf("%s: %+v (extensions %q); want an echo with extensions %q", id, g, ext, want)
 		}
+	}
+	wsNoTracebacks(t, s)
+}
+
+// TestWS_CloseReasonTruncated: an app that closes with a reason over 123
+// bytes of UTF-8 (ASGI allows any str) gets its code on the wire and the
+// reason cut at a character boundary to fit a close frame (RFC 6455
+// §5.5: 125 bytes with the code; §5.5.1: the reason is UTF-8).
+func TestWS_CloseReasonTruncated(t *testing.T) {
+	s := Start(t, "ws_cases:app")
+	for _, tc := range []struct{ kind, want string }{
+		{"ascii", strings.Repeat("x", 123)},
+		{"euro", "x" + strings.Repeat("€", 40)}, // 121 bytes: a 41st € would end at 124
+		{"e", strings.Repeat("é", 61)},          // 122 bytes
+	} {
+		t.Run(tc.kind, func(t *testing.T) {
+			r := wsRaw(t, s.Addr, "/close-long?kind="+tc.kind, "")
+			defer r.Close()
+			body, err := r.closeFrame(3 * time.Second)
+			if err != nil || len(body) < 2 {
+				t.Fatalf("close frame %x, %v", body, err)
+			}
+			if code := binary.BigEndian.Uint16(body); code != 4321 || string(body[2:]) != tc.want {
+				t.Errorf("close %d %q (%d bytes); want 4321 %q (%d bytes)", code, body[2:], len(body)-2, tc.want, len(tc.want))
+			}
+		})
 	}
 	wsNoTracebacks(t, s)
 }
