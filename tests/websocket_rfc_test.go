@@ -3,10 +3,10 @@ package tests
 // WebSocket frames and handshakes the RFCs refuse (issue 27): RFC 6455
 // frame rules gorilla/websocket lets through or answers with the wrong
 // code, corrupt permessage-deflate data, the permessage-deflate
-// negotiation of RFC 7692 §7, and an app's close reason over 123 bytes.
-// Raw frames from a TCP socket, and the websockets client from PyPI for
-// the negotiation. Apps: testapps/ws_echo.py, ws_cases.py; client
-// testapps/ws_client_deflate.py.
+// negotiation of RFC 7692 §7, an app's close reason over 123 bytes and an
+// app's subprotocol the client never offered. Raw frames from a TCP
+// socket, and the websockets client from PyPI for the negotiation.
+// Apps: testapps/ws_echo.py, ws_cases.py; client testapps/ws_client_deflate.py.
 
 import (
 	"bytes"
@@ -403,4 +403,54 @@ func TestWS_CloseReasonTruncated(t *testing.T) {
 		})
 	}
 	wsNoTracebacks(t, s)
+}
+
+// TestWS_UnofferedSubprotocol: RFC 6455 §4.2.2: the server's subprotocol
+// is one the client offered. websocket.accept with another raises
+// ValueError in send(); an app that lets it propagate gets a 500 and its
+// traceback logged, and no 101 goes out; an app that catches it can
+// accept without one. A sec-websocket-protocol header set by hand is
+// checked by Go: 500 and an error logged.
+func TestWS_UnofferedSubprotocol(t *testing.T) {
+	s := Start(t, "ws_cases:app")
+	hs := "Connection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n"
+	for _, tc := range []struct{ id, path, offer string }{
+		{"offered-another", "/subproto/unoffered", "Sec-WebSocket-Protocol: chat, json\r\n"},
+		{"offered-none", "/subproto/unoffered", ""},
+		{"hand-set-header", "/subproto/header", "Sec-WebSocket-Protocol: chat\r\n"},
+	} {
+		t.Run(tc.id, func(t *testing.T) {
+			resp, _, err := roundTripRaw(s.Addr, []string{"GET " + tc.path + " HTTP/1.1\r\nHost: x\r\n" + hs + tc.offer + "\r\n"}, 0, 5*time.Second)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if resp.StatusCode != 500 || resp.Header.Get("Sec-WebSocket-Protocol") != "" {
+				t.Errorf("%d, Sec-WebSocket-Protocol %q; want 500 without it", resp.StatusCode, resp.Header.Get("Sec-WebSocket-Protocol"))
+			}
+		})
+	}
+	c, resp, err := wsDial(s, "/subproto/caught", "chat")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	_, msg, err := c.ReadMessage()
+	if err != nil || !strings.HasPrefix(string(msg), "ValueError: ") || !strings.Contains(string(msg), "'evil' was not offered") {
+		t.Errorf("caught: %q, %v; want the ValueError", msg, err)
+	}
+	if p := resp.Header.Get("Sec-WebSocket-Protocol"); p != "" {
+		t.Errorf("caught: Sec-WebSocket-Protocol %q; want none", p)
+	}
+	logs := s.Logs()
+	deadline := time.Now().Add(2 * time.Second)
+	for (strings.Count(logs, "was not offered by the client") < 2 || !strings.Contains(logs, "did not offer")) && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+		logs = s.Logs()
+	}
+	if n := strings.Count(logs, "was not offered by the client"); n < 2 {
+		t.Errorf("the two uncaught ValueErrors were logged %d times; want 2", n)
+	}
+	if !strings.Contains(logs, "did not offer") {
+		t.Error("the hand-set sec-websocket-protocol refusal was not logged")
+	}
 }

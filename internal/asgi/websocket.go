@@ -331,6 +331,14 @@ func (h *Handler) serveWebSocket(w *http1.ResponseWriter, r *http1.Request) {
 			ws, err := h.upgrade(w, hs, head, s, gen)
 			if err != nil {
 				switch err {
+				case errUnofferedSubprotocol:
+					// RFC 6455 §4.2.2: no 101 with it; a 500 as for an
+					// app that raised before accepting (send() raises
+					// for the subprotocol key, so only a hand-set header
+					// gets here).
+					h.logger().Error(err.Error(), "path", string(r.Path), "offered", string(bytes.Join(hs.protocols, []byte(", "))))
+					status = 500
+					w.WriteSimple(500, "text/plain; charset=utf-8", []byte("Internal Server Error\n"), nil)
 				case errDeflateLine:
 					h.logger().Error(err.Error())
 					status = 500
@@ -450,10 +458,17 @@ func upgrader(cfg WebSocketConfig) *websocket.Upgrader {
 	}
 }
 
+// errUnofferedSubprotocol: the app's accept names a subprotocol the client
+// did not offer (or more than one).
+var errUnofferedSubprotocol = errors.New("asgi: websocket.accept names a subprotocol the client did not offer")
+
 // upgrade writes the 101 with the app's subprotocol and headers (head: the
 // header lines Channel.start validated) and returns the session.
 //
-// permessage-deflate is negotiated here (negotiateDeflate):
+// RFC 6455 §4.2.2: the server's Sec-WebSocket-Protocol is one of the
+// client's; send() refuses another (_asgi.py), and a header the app set
+// by hand is checked here: errUnofferedSubprotocol, before anything is
+// written. permessage-deflate is negotiated here (negotiateDeflate):
 // gorilla sees the offer only when we accept one, and wsWire writes our
 // answer in the 101.
 func (h *Handler) upgrade(w *http1.ResponseWriter, hs handshake, head []byte, s *slot, gen C.uint32_t) (*wsSession, error) {
@@ -485,6 +500,9 @@ func (h *Handler) upgrade(w *http1.ResponseWriter, hs handshake, head []byte, s 
 		}
 		switch strings.ToLower(string(name)) {
 		case "sec-websocket-protocol":
+			if _, twice := resp["Sec-Websocket-Protocol"]; twice || !offered(hs.protocols, value) {
+				return nil, errUnofferedSubprotocol
+			}
 			resp["Sec-Websocket-Protocol"] = []string{string(value)}
 		case "upgrade", "sec-websocket-accept", "sec-websocket-extensions", "sec-websocket-version":
 			// the server's own (connection, content-length and the like
@@ -510,6 +528,16 @@ func (h *Handler) upgrade(w *http1.ResponseWriter, hs handshake, head []byte, s 
 		conn.SetReadLimit(shared.cfg.MaxSizeBytes + shared.cfg.MaxSizeBytes/8 + shared.cfg.MaxSizeBytes/64 + 64)
 	}
 	return ws, nil
+}
+
+// offered reports whether the client's Sec-WebSocket-Protocol listed p.
+func offered(protocols [][]byte, p []byte) bool {
+	for _, q := range protocols {
+		if bytes.Equal(q, p) {
+			return true
+		}
+	}
+	return false
 }
 
 // ---- the session -----------------------------------------------------------
