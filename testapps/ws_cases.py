@@ -16,6 +16,15 @@
                 app 2).
 /bad/*          invalid messages: the error each send() raised is sent back
                 as text where possible, else recorded in /stats.
+/close-long     accept, then close with 4321 and a reason over 123 bytes in
+                UTF-8: ?kind=ascii ("x" * 200), euro ("x" + "€" * 60) or
+                e ("é" * 100).
+/subproto/unoffered  accept with subprotocol "evil" whatever was offered
+                (send() raises; the app lets it propagate).
+/subproto/caught     the same, catching the error: then accept without a
+                subprotocol and send "<exception class>: <message>".
+/subproto/header     accept with a hand-set sec-websocket-protocol: evil
+                header (Go refuses the handshake).
 """
 
 import asyncio
@@ -144,10 +153,27 @@ async def app(scope, receive, send):
             await attempt({"type": "websocket.send", "text": "both", "bytes": b"both"})
             await attempt({"type": "http.response.start", "status": 200})
             await attempt({"type": "websocket.close", "code": 99})
-            await attempt({"type": "websocket.close", "reason": "x" * 200})
             await attempt({"type": "websocket.send", "text": "\ud800"})
         await send({"type": "websocket.send", "text": json.dumps(errors)})
         await send({"type": "websocket.close", "code": 1000})
+    elif path == "/close-long":
+        kind = scope["query_string"].decode()
+        reason = {"kind=ascii": "x" * 200, "kind=euro": "x" + "€" * 60, "kind=e": "é" * 100}[kind]
+        await send({"type": "websocket.accept"})
+        await send({"type": "websocket.close", "code": 4321, "reason": reason})
+    elif path == "/subproto/unoffered":
+        await send({"type": "websocket.accept", "subprotocol": "evil"})
+    elif path == "/subproto/caught":
+        try:
+            await send({"type": "websocket.accept", "subprotocol": "evil"})
+        except ValueError as exc:
+            await send({"type": "websocket.accept"})
+            await send({"type": "websocket.send", "text": "%s: %s" % (type(exc).__name__, exc)})
+        await send({"type": "websocket.close", "code": 1000})
+    elif path == "/subproto/header":
+        await send({"type": "websocket.accept", "headers": [(b"sec-websocket-protocol", b"evil")]})
+        msg = await receive()
+        state["subproto_header"] = msg["type"]
     elif path == "/close1006":
         await send({"type": "websocket.accept"})
         await send({"type": "websocket.close", "code": 1006, "reason": "app said 1006"})

@@ -184,7 +184,10 @@ ts_ws_send(ts_channel *ch, PyObject *args)
  * NOT be set as a status code in a Close control frame by an endpoint";
  * 1016-2999 are unassigned (clients refuse them). For those the frame goes
  * without a body, which the client reads as 1005, "no status". The reason
- * must fit a control frame: 125 bytes with the code (section 5.5). */
+ * must fit a control frame: 125 bytes with the code (section 5.5); ASGI
+ * allows any str, so a longer one is cut to the most whole UTF-8
+ * characters that fit in 123 bytes (section 5.5.1: the reason is UTF-8)
+ * and the app's code is kept. */
 PyObject *
 ts_ws_close(ts_channel *ch, PyObject *args)
 {
@@ -206,8 +209,12 @@ ts_ws_close(ts_channel *ch, PyObject *args)
         return NULL;
     }
     if (rlen > 123) {
-        PyErr_Format(PyExc_ValueError, "websocket.close 'reason' is %zd bytes in UTF-8; at most 123 fit a close frame", rlen);
-        return NULL;
+        /* r[rlen] is the first byte left out: back off while it continues
+         * a character begun before it */
+        rlen = 123;
+        while (rlen > 0 && ((unsigned char)r[rlen] & 0xc0) == 0x80) {
+            rlen--;
+        }
     }
     if (code == 1004 || code == 1005 || code == 1006 || (code >= 1015 && code < 3000)) {
         if (append_record(ch->slot, TS_WS_CLOSE, NULL, 0, NULL, 0) < 0) {

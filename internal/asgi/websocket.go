@@ -15,15 +15,18 @@ package asgi
 //  2. The websocket scope goes to the loop (TS_EV_WS_NEW); the HTTP
 //     response is held until the app answers. websocket.accept is a
 //     Channel.start with status 101: Go hijacks the connection from http1
-//     and lets gorilla's Upgrader write the 101. Any other answer
-//     (websocket.close → 403, the websocket.http.response extension) is
-//     written as a plain HTTP response and the connection stays HTTP.
+//     and lets gorilla's Upgrader write the 101, with the
+//     permessage-deflate answer of negotiateDeflate (wsdeflate.go). Any
+//     other answer (websocket.close → 403, the websocket.http.response
+//     extension) is written as a plain HTTP response and the connection
+//     stays HTTP.
 //  3. After the 101, ServeHTTP1 returns (http1 has forgotten the
 //     connection; the request's memory goes back) and two goroutines run
 //     the session: the reader reads messages (gorilla reassembles
-//     fragments and answers pings), checks UTF-8 and pushes them to the
-//     loop, pausing while MaxQueue messages wait for receive(); the
-//     writer waits for the slot's wake-up (ready.go) and writes the app's records
+//     fragments and answers pings, behind the frame checks of wsWire,
+//     wswire.go), checks UTF-8 and pushes them to the loop, pausing while
+//     MaxQueue messages wait for receive(); the writer waits for the
+//     slot's wake-up (ready.go) and writes the app's records
 //     (websocket.send, websocket.close). A timer pings the client.
 //  4. The end: whoever ends the connection — the client's close frame, a
 //     reset, a limit (1009, 1007, 1002), a ping timeout (1011), the app's
@@ -40,6 +43,7 @@ import "C"
 import (
 	"bufio"
 	"bytes"
+	"compress/flate"
 	"encoding/base64"
 	"encoding/binary"
 	"errors"
@@ -326,9 +330,23 @@ func (h *Handler) serveWebSocket(w *http1.ResponseWriter, r *http1.Request) {
 			head := C.GoBytes(unsafe.Pointer(t.head), C.int(t.status_len+t.header_len))[t.status_len:]
 			ws, err := h.upgrade(w, hs, head, s, gen)
 			if err != nil {
-				// The 101 could not be written: the client is gone.
-				h.logger().Debug("asgi: websocket upgrade failed", "err", err)
-				status = 101
+				switch err {
+				case errUnofferedSubprotocol:
+					// RFC 6455 §4.2.2: no 101 with it; a 500 as for an
+					// app that raised before accepting (send() raises
+					// for the subprotocol key, so only a hand-set header
+					// gets here).
+					h.logger().Error(err.Error(), "path", string(r.Path), "offered", string(bytes.Join(hs.protocols, []byte(", "))))
+					status = 500
+					w.WriteSimple(500, "text/plain; charset=utf-8", []byte("Internal Server Error\n"), nil)
+				case errDeflateLine:
+					h.logger().Error(err.Error())
+					status = 500
+				default:
+					// The 101 could not be written: the client is gone.
+					h.logger().Debug("asgi: websocket upgrade failed", "err", err)
+					status = 101
+				}
 				pushClose(s, gen, 1006, "")
 				C.ts_asgi_written(s.c, gen)
 				if t.error != nil {
@@ -390,10 +408,13 @@ func pushClose(s *slot, gen C.uint32_t, code int, reason string) {
 }
 
 // hijacker is the http.ResponseWriter and http.Hijacker gorilla's Upgrader
-// needs, over an http1.ResponseWriter.
+// needs, over an http1.ResponseWriter. The connection it hands gorilla is
+// a wsWire over the hijacked one: gorilla reads and writes through it.
 type hijacker struct {
-	w   *http1.ResponseWriter
-	hdr http.Header
+	w    *http1.ResponseWriter
+	hdr  http.Header
+	ext  string  // the negotiated Sec-WebSocket-Extensions value ("" none)
+	wire *wsWire // set by Hijack
 }
 
 func (a *hijacker) Header() http.Header {
@@ -402,9 +423,16 @@ func (a *hijacker) Header() http.Header {
 	}
 	return a.hdr
 }
-func (a *hijacker) WriteHeader(int)                              {}
-func (a *hijacker) Write(p []byte) (int, error)                  { return len(p), nil }
-func (a *hijacker) Hijack() (net.Conn, *bufio.ReadWriter, error) { return a.w.Hijack() }
+func (a *hijacker) WriteHeader(int)             {}
+func (a *hijacker) Write(p []byte) (int, error) { return len(p), nil }
+func (a *hijacker) Hijack() (net.Conn, *bufio.ReadWriter, error) {
+	c, brw, err := a.w.Hijack()
+	if err != nil {
+		return nil, nil, err
+	}
+	a.wire = newWSWire(c, a.ext)
+	return a.wire, brw, nil
+}
 
 var wsWriteBuffers sync.Pool // gorilla's write buffers: held only while a message is written
 
@@ -430,17 +458,33 @@ func upgrader(cfg WebSocketConfig) *websocket.Upgrader {
 	}
 }
 
+// errUnofferedSubprotocol: the app's accept names a subprotocol the client
+// did not offer (or more than one).
+var errUnofferedSubprotocol = errors.New("asgi: websocket.accept names a subprotocol the client did not offer")
+
 // upgrade writes the 101 with the app's subprotocol and headers (head: the
 // header lines Channel.start validated) and returns the session.
+//
+// RFC 6455 §4.2.2: the server's Sec-WebSocket-Protocol is one of the
+// client's; send() refuses another (_asgi.py), and a header the app set
+// by hand is checked here: errUnofferedSubprotocol, before anything is
+// written. permessage-deflate is negotiated here (negotiateDeflate):
+// gorilla sees the offer only when we accept one, and wsWire writes our
+// answer in the 101.
 func (h *Handler) upgrade(w *http1.ResponseWriter, hs handshake, head []byte, s *slot, gen C.uint32_t) (*wsSession, error) {
+	shared := h.ws()
 	req := &http.Request{Method: "GET", Header: http.Header{
 		"Connection":            {"Upgrade"},
 		"Upgrade":               {"websocket"},
 		"Sec-Websocket-Version": {"13"},
 		"Sec-Websocket-Key":     {hs.key},
 	}}
-	if len(hs.extensions) > 0 {
-		req.Header["Sec-Websocket-Extensions"] = hs.extensions
+	ext := ""
+	if shared.cfg.PerMessageDeflate {
+		ext = negotiateDeflate(hs.extensions)
+	}
+	if ext != "" {
+		req.Header["Sec-Websocket-Extensions"] = []string{"permessage-deflate"}
 	}
 	resp := http.Header{}
 	for len(head) > 0 {
@@ -456,6 +500,9 @@ func (h *Handler) upgrade(w *http1.ResponseWriter, hs handshake, head []byte, s 
 		}
 		switch strings.ToLower(string(name)) {
 		case "sec-websocket-protocol":
+			if _, twice := resp["Sec-Websocket-Protocol"]; twice || !offered(hs.protocols, value) {
+				return nil, errUnofferedSubprotocol
+			}
 			resp["Sec-Websocket-Protocol"] = []string{string(value)}
 		case "upgrade", "sec-websocket-accept", "sec-websocket-extensions", "sec-websocket-version":
 			// the server's own (connection, content-length and the like
@@ -465,14 +512,14 @@ func (h *Handler) upgrade(w *http1.ResponseWriter, hs handshake, head []byte, s 
 			resp[k] = append(resp[k], string(value))
 		}
 	}
-	shared := h.ws()
-	conn, err := shared.upgrader.Upgrade(&hijacker{w: w}, req, resp)
+	hj := &hijacker{w: w, ext: ext}
+	conn, err := shared.upgrader.Upgrade(hj, req, resp)
 	if err != nil {
 		return nil, err
 	}
 	registerShutdown(w.Server())
-	ws := newSession(s, gen, conn, shared)
-	if shared.cfg.PerMessageDeflate && offersDeflate(hs.extensions) {
+	ws := newSession(s, gen, conn, hj.wire.Conn, ext != "", shared)
+	if ext != "" {
 		// The limit is on the message (readMessage checks it after
 		// inflating); on the wire, deflate adds to bytes that do not
 		// compress: 5 bytes per stored block, and a client with a small
@@ -483,11 +530,10 @@ func (h *Handler) upgrade(w *http1.ResponseWriter, hs handshake, head []byte, s 
 	return ws, nil
 }
 
-// offersDeflate reports whether the client offered permessage-deflate
-// (gorilla then negotiated it).
-func offersDeflate(extensions []string) bool {
-	for _, e := range extensions {
-		if strings.Contains(strings.ToLower(e), "permessage-deflate") {
+// offered reports whether the client's Sec-WebSocket-Protocol listed p.
+func offered(protocols [][]byte, p []byte) bool {
+	for _, q := range protocols {
+		if bytes.Equal(q, p) {
 			return true
 		}
 	}
@@ -502,9 +548,11 @@ type wsSession struct {
 	s    *slot
 	gen  C.uint32_t
 	conn *websocket.Conn
-	raw  net.Conn
+	raw  net.Conn // the hijacked connection, under gorilla's wsWire
 	cfg  *WebSocketConfig
 	log  *slog.Logger
+
+	deflate bool // permessage-deflate was negotiated
 
 	resume chan struct{} // writer → reader: the app consumed, read on (cap 1)
 	quit   chan struct{} // closed with our close frame: the reader stops waiting for the app
@@ -525,9 +573,9 @@ type wsSession struct {
 	appDone, appErr, writeFailed bool
 }
 
-func newSession(s *slot, gen C.uint32_t, conn *websocket.Conn, shared *wsShared) *wsSession {
+func newSession(s *slot, gen C.uint32_t, conn *websocket.Conn, raw net.Conn, deflate bool, shared *wsShared) *wsSession {
 	cfg := &shared.cfg
-	ws := &wsSession{s: s, gen: gen, conn: conn, raw: conn.NetConn(), cfg: cfg, log: shared.log,
+	ws := &wsSession{s: s, gen: gen, conn: conn, raw: raw, cfg: cfg, log: shared.log, deflate: deflate,
 		resume: make(chan struct{}, 1), quit: make(chan struct{})}
 	conn.SetReadLimit(cfg.MaxSizeBytes)
 	conn.SetPongHandler(func(string) error {
@@ -814,7 +862,21 @@ func readMessage(r io.Reader, buf []byte, max int64) ([]byte, error) {
 }
 
 // readEnd reports why reading stopped to the app and closes the socket.
+// A frame wsWire refused, and a compressed message that does not inflate,
+// fail the connection with a close frame of their own code (fail).
 func (ws *wsSession) readEnd(err error) {
+	var v *wsViolation
+	if errors.As(err, &v) {
+		ws.fail(v.code, v.reason)
+		return
+	}
+	if ws.deflate && isCorruptDeflate(err) {
+		// RFC 7692 §8.1: "fail the WebSocket connection" on data that
+		// does not inflate; 1007, invalid frame payload data (RFC 6455
+		// §7.4.1), as the message's data is what is wrong.
+		ws.fail(websocket.CloseInvalidFramePayloadData, "invalid permessage-deflate data")
+		return
+	}
 	code, reason, linger := 1006, "", false
 	var ce *websocket.CloseError
 	switch {
@@ -857,8 +919,19 @@ func isProtocolError(err error) bool {
 	return strings.HasPrefix(err.Error(), "websocket: ")
 }
 
-// fail closes the connection for a violation found in Go (1007), or
-// because the server stops.
+// isCorruptDeflate reports an error of compress/flate inflating a
+// message: corrupt data, or a stream that ends inside a block (gorilla
+// appends an empty final block to each message, so a whole one never
+// ends early). A connection that drops mid-message is a *CloseError
+// (1006) from gorilla, not io.ErrUnexpectedEOF.
+func isCorruptDeflate(err error) bool {
+	var ce flate.CorruptInputError
+	return errors.As(err, &ce) || err == io.ErrUnexpectedEOF
+}
+
+// fail closes the connection for a violation found in Go (1002, 1007,
+// 1009), or because the server stops: our close frame, then the linger,
+// then the TCP close.
 func (ws *wsSession) fail(code int, reason string) {
 	ws.log.Debug("asgi: websocket failed", "code", code, "reason", reason)
 	// The close frame before the disconnect: an app that returns on the

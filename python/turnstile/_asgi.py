@@ -295,6 +295,7 @@ class WSCycle(_DrainWait):
             if subprotocol is not None:
                 if not isinstance(subprotocol, str):
                     raise TypeError("ASGI: 'websocket.accept' 'subprotocol' must be str or None")
+                _ws_check_subprotocol(self.scope, subprotocol, headers)
                 headers = [*headers, (b"sec-websocket-protocol", subprotocol.encode("latin-1"))]
             self.chan.start(101, headers, True)
             self.state = WS_ACCEPTED
@@ -329,6 +330,22 @@ class WSCycle(_DrainWait):
                 await self._drain_wait()
         else:
             raise ValueError(f"ASGI: unexpected message type {kind!r} on a WebSocket connection")
+
+
+def _ws_check_subprotocol(scope, subprotocol, headers):
+    """RFC 6455 section 4.2.2: the server selects one of the subprotocols
+    the client offered, or none. Another one raises here and the handshake
+    is not answered with it (an app that lets this propagate gets a 500).
+    A sec-websocket-protocol header set by hand is checked by Go."""
+    offered = scope.get("subprotocols") or ()
+    if subprotocol not in offered:
+        raise ValueError(
+            "ASGI: 'websocket.accept' 'subprotocol' %r was not offered by the client (offered: %s)"
+            % (subprotocol, ", ".join(offered) or "none")
+        )
+    for h in headers:  # malformed entries are Channel.start's to refuse
+        if isinstance(h, (tuple, list)) and h and isinstance(h[0], bytes) and h[0].lower() == b"sec-websocket-protocol":
+            raise ValueError("ASGI: 'websocket.accept' has both 'subprotocol' and a sec-websocket-protocol header")
 
 
 def _ws_state_text(state):

@@ -1,0 +1,270 @@
+package asgi
+
+// The bytes of a WebSocket between the socket and gorilla/websocket: the
+// frame checks gorilla does not make, or makes with the wrong close code,
+// and the permessage-deflate line of the 101.
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"net"
+	"unicode/utf8"
+)
+
+// wsViolation is a frame the client must not send: the connection is
+// failed (RFC 6455 §7.1.7) with code, and the frame never reaches gorilla.
+type wsViolation struct {
+	code   int
+	reason string // for the close frame; short, ASCII
+}
+
+func (v *wsViolation) Error() string { return "asgi: websocket frame refused: " + v.reason }
+
+var (
+	// RFC 6455 §5.2: "the most significant bit MUST be 0" in a 64-bit
+	// payload length. gorilla reads it as a negative length and returns
+	// ErrReadLimit without a close frame.
+	errLengthMSB = &wsViolation{1002, "64-bit payload length with the most significant bit set"}
+	// RFC 6455 §5.2: RSV2 and RSV3 are 0 unless an extension defines them
+	// (none we negotiate does).
+	errRSV23 = &wsViolation{1002, "RSV2 or RSV3 set"}
+	// RFC 6455 §5.2 and RFC 7692 §6.1: RSV1 ("Per-Message Compressed")
+	// only with permessage-deflate, and only on the first frame of a data
+	// message: never on a control frame or a continuation frame.
+	errRSV1        = &wsViolation{1002, "RSV1 set without permessage-deflate"}
+	errRSV1Control = &wsViolation{1002, "RSV1 set on a control frame"}
+	errRSV1Cont    = &wsViolation{1002, "RSV1 set on a continuation frame"}
+	// RFC 6455 §5.5: control frames have at most 125 bytes of payload and
+	// are not fragmented.
+	errControlLen = &wsViolation{1002, "control frame payload over 125 bytes"}
+	errControlFIN = &wsViolation{1002, "fragmented control frame"}
+	// RFC 6455 §5.5.1: a close frame's body, if any, starts with a 2-byte
+	// code; one byte is no body at all.
+	errCloseLen1 = &wsViolation{1002, "close frame with a 1-byte payload"}
+	// RFC 6455 §7.4: a close code the client may send (gorilla's list:
+	// 1000-1003, 1007-1013, 3000-4999).
+	errCloseCode = &wsViolation{1002, "invalid close code"}
+	// RFC 6455 §5.5.1 and §8.1: the close reason is UTF-8; data that
+	// is not fails the connection with 1007 (§7.4.1).
+	errCloseUTF8 = &wsViolation{1007, "invalid UTF-8 in a close reason"}
+)
+
+// wsWire is the net.Conn that gorilla's Conn reads and writes through.
+//
+// Reads: it walks the frame headers of what the client sends (payloads
+// are skipped, except a close frame's 125 bytes) and refuses, before
+// gorilla parses them, the frames gorilla would accept or answer with the
+// wrong code (the wsViolation values above). The bytes before the refused
+// frame pass; from it on Read returns the *wsViolation, which reaches the
+// reader goroutine through gorilla's NextReader or message reader. The
+// reader then sends the close frame with the violation's code (fail).
+//
+// Writes: the first write is gorilla's 101. gorilla answers any
+// permessage-deflate offer with a fixed line; when the negotiated
+// response (negotiateDeflate) is another, the first write replaces it.
+// Later writes pass through.
+type wsWire struct {
+	net.Conn
+	deflate  bool   // permessage-deflate is negotiated
+	ext      string // our Sec-WebSocket-Extensions value, "" for none
+	headDone bool   // the 101 went out
+	bad      *wsViolation
+
+	// The frame parser: hdr holds the header bytes of the current frame
+	// until need of them are in; then left counts its payload.
+	hdr     [14]byte
+	hlen    int
+	need    int
+	left    uint64
+	inClose bool   // the current frame is a close frame: keep its payload
+	close   []byte // a close frame's payload, masked, as it arrives
+}
+
+func newWSWire(c net.Conn, ext string) *wsWire {
+	return &wsWire{Conn: c, deflate: ext != "", ext: ext, need: 2}
+}
+
+// Read reads from the socket and checks what came (see wsWire).
+func (w *wsWire) Read(p []byte) (int, error) {
+	if w.bad != nil {
+		return 0, w.bad
+	}
+	n, err := w.Conn.Read(p)
+	if n > 0 {
+		if cut, v := w.scan(p[:n]); v != nil {
+			w.bad = v
+			if cut > 0 {
+				return cut, nil
+			}
+			return 0, v
+		}
+	}
+	return n, err
+}
+
+// scan feeds b to the frame parser. On a violation it returns it and how
+// many bytes of b come before the refused frame.
+func (w *wsWire) scan(b []byte) (int, *wsViolation) {
+	start := 0 // where the current frame starts in b (0: before b)
+	for i := 0; i < len(b); {
+		if w.left > 0 {
+			k := uint64(len(b) - i)
+			if k > w.left {
+				k = w.left
+			}
+			if w.inClose {
+				w.close = append(w.close, b[i:i+int(k)]...)
+			}
+			i += int(k)
+			if w.left -= k; w.left == 0 {
+				if v := w.endFrame(); v != nil {
+					return start, v
+				}
+				start = i
+			}
+			continue
+		}
+		w.hdr[w.hlen] = b[i]
+		w.hlen++
+		i++
+		if v := w.headerByte(); v != nil {
+			return start, v
+		}
+		if w.hlen < w.need {
+			continue
+		}
+		w.startPayload()
+		if w.left == 0 {
+			if v := w.endFrame(); v != nil {
+				return start, v
+			}
+			start = i
+		}
+	}
+	return 0, nil
+}
+
+// headerByte checks the header bytes held so far, as soon as a rule can
+// be judged, and sets need once the second byte tells the header's size.
+func (w *wsWire) headerByte() *wsViolation {
+	switch w.hlen {
+	case 2:
+		b0, b1 := w.hdr[0], w.hdr[1]
+		op, n7 := b0&0x0f, b1&0x7f
+		control := op >= 8
+		switch {
+		case b0&0x30 != 0:
+			return errRSV23
+		case b0&0x40 != 0 && !w.deflate:
+			return errRSV1
+		case b0&0x40 != 0 && control:
+			return errRSV1Control
+		case b0&0x40 != 0 && op == 0:
+			return errRSV1Cont
+		case control && b0&0x80 == 0:
+			return errControlFIN
+		case control && n7 > 125:
+			return errControlLen
+		case op == 8 && n7 == 1:
+			return errCloseLen1
+		}
+		w.need = 2
+		switch n7 {
+		case 126:
+			w.need += 2
+		case 127:
+			w.need += 8
+		}
+		if b1&0x80 != 0 {
+			w.need += 4
+		}
+	case 3:
+		if w.hdr[1]&0x7f == 127 && w.hdr[2]&0x80 != 0 {
+			return errLengthMSB
+		}
+	}
+	return nil
+}
+
+// startPayload is called once the whole header is in.
+func (w *wsWire) startPayload() {
+	switch n7 := w.hdr[1] & 0x7f; n7 {
+	case 126:
+		w.left = uint64(binary.BigEndian.Uint16(w.hdr[2:4]))
+	case 127:
+		w.left = binary.BigEndian.Uint64(w.hdr[2:10])
+	default:
+		w.left = uint64(n7)
+	}
+	w.inClose = w.hdr[0]&0x0f == 8
+	w.close = w.close[:0]
+}
+
+// endFrame is called when the current frame's payload is all in; it
+// checks a close frame's body and readies the parser for the next frame.
+func (w *wsWire) endFrame() *wsViolation {
+	inClose := w.inClose
+	w.hlen, w.need, w.inClose = 0, 2, false
+	if !inClose || len(w.close) < 2 {
+		return nil
+	}
+	body := w.close
+	if w.hdr[1]&0x80 != 0 {
+		key := w.hdr[2:6] // a control frame's length fits the 7 bits
+		for i := range body {
+			body[i] ^= key[i&3]
+		}
+	}
+	if code := int(binary.BigEndian.Uint16(body)); !validCloseCode(code) {
+		return errCloseCode
+	}
+	if !utf8.Valid(body[2:]) {
+		return errCloseUTF8
+	}
+	return nil
+}
+
+// validCloseCode reports whether a client may send code (RFC 6455 §7.4.1,
+// §7.4.2): the codes gorilla accepts, so that both agree.
+func validCloseCode(code int) bool {
+	switch {
+	case code >= 1000 && code <= 1003, code >= 1007 && code <= 1013:
+		return true
+	}
+	return code >= 3000 && code <= 4999
+}
+
+// gorillaDeflateLine is the line gorilla's Upgrader writes when it
+// accepts a permessage-deflate offer (github.com/gorilla/websocket
+// v1.5.3, server.go); it is what gorilla then does on the wire.
+var gorillaDeflateLine = []byte("Sec-WebSocket-Extensions: " + deflateAnswer + "\r\n")
+
+var errDeflateLine = errors.New("asgi: gorilla/websocket's 101 lacks its permessage-deflate line")
+
+// Write writes p; the first write (the 101) gets our extension line.
+// gorilla serialises its writes (and the 101 is written before the
+// session's goroutines start), so headDone needs no lock.
+func (w *wsWire) Write(p []byte) (int, error) {
+	if w.headDone {
+		return w.Conn.Write(p)
+	}
+	w.headDone = true
+	if w.ext == "" || w.ext == deflateAnswer {
+		return w.Conn.Write(p)
+	}
+	i := bytes.Index(p, gorillaDeflateLine)
+	if i < 0 {
+		return 0, errDeflateLine
+	}
+	head := make([]byte, 0, len(p)+len(w.ext))
+	head = append(head, p[:i]...)
+	head = append(head, "Sec-WebSocket-Extensions: "...)
+	head = append(head, w.ext...)
+	head = append(head, "\r\n"...)
+	head = append(head, p[i+len(gorillaDeflateLine):]...)
+	if _, err := w.Conn.Write(head); err != nil {
+		return 0, err
+	}
+	return len(p), nil
+}
