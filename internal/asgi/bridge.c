@@ -118,16 +118,10 @@ ts_asgi_slot_new(int index)
     }
     s->index = index;
     pthread_mutex_init(&s->mu, NULL);
-    s->req_cap = 4096;
-    s->req = malloc(s->req_cap);
-    s->head_cap = 1024;
-    s->head = malloc(s->head_cap);
-    s->out_cap = s->spare_cap = 4096;
-    s->out = malloc(s->out_cap);
-    s->spare = malloc(s->spare_cap);
-    if (!s->req || !s->head || !s->out || !s->spare) {
-        return NULL;
-    }
+    /* The buffers (req, head, out, spare) start empty and grow to what
+     * the slot's requests use (ts_buf_reserve): a request that awaits (a
+     * long poll, an event stream before its first event) holds only its
+     * request block, not 13 KiB of buffers it has not used. */
     return s;
 }
 

@@ -19,7 +19,9 @@ func (w *ResponseWriter) Abort() {
 		return
 	}
 	if w.err == nil {
-		_ = w.bw.Flush() // best effort: the connection closes anyway
+		if w.bw != nil {
+			_ = w.bw.Flush() // best effort: the connection closes anyway
+		}
 		w.err = errAborted
 	}
 }

@@ -106,8 +106,9 @@ func (b *Body) send100() error {
 		return nil
 	}
 	b.sent100 = true
-	c.bw.WriteString("HTTP/1.1 100 Continue\r\n\r\n")
-	return c.bw.Flush()
+	bw := c.writer()
+	bw.WriteString("HTTP/1.1 100 Continue\r\n\r\n")
+	return bw.Flush()
 }
 
 // ioErr maps a socket read error met inside the body.

@@ -46,7 +46,7 @@ func (w *ResponseWriter) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 		c.bg.has = false
 	}
 	c.bg.mu.Unlock()
-	if n := c.br.Buffered(); n > 0 {
+	if n := c.reader().Buffered(); n > 0 {
 		p, _ := c.br.Peek(n)
 		pre = append(pre, p...)
 	}
@@ -58,7 +58,7 @@ func (w *ResponseWriter) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 
 	// The bufio pair moves to the caller (reset onto the connection, so
 	// that nothing of the server is reachable from it).
-	br, bw := c.br, c.bw
+	br, bw := c.br, c.writer()
 	br.Reset(conn)
 	bw.Reset(conn)
 	c.br, c.bw = nil, nil

@@ -34,7 +34,7 @@ type ResponseWriter struct {
 }
 
 func (w *ResponseWriter) reset(c *conn, req *Request) {
-	*w = ResponseWriter{c: c, bw: c.bw, req: req, declared: -1}
+	*w = ResponseWriter{c: c, req: req, declared: -1} // bw: taken by begin
 }
 
 // Started reports whether WriteHead (or WriteSimple) has been called.
@@ -105,6 +105,7 @@ func (w *ResponseWriter) begin(status int) error {
 	}
 	w.started = true
 	w.status = status
+	w.bw = w.c.writer()
 	w.bw.WriteString("HTTP/1.1 ")
 	return nil
 }
@@ -246,6 +247,9 @@ func (w *ResponseWriter) Flush() error {
 		w.err = w.st.flush()
 		return w.err
 	}
+	if w.bw == nil {
+		return nil // nothing written yet
+	}
 	if err := w.bw.Flush(); err != nil {
 		w.err = err
 	}
@@ -337,11 +341,16 @@ func (w *ResponseWriter) finish() bool {
 	if w.chunked && w.err == nil {
 		w.bw.WriteString("0\r\n\r\n")
 	}
+	if w.bw == nil {
+		return w.err == nil && !w.close // nothing was written
+	}
 	if w.err == nil {
 		if err := w.bw.Flush(); err != nil {
 			w.err = err
 		}
 	}
+	w.c.putWriter()
+	w.bw = nil
 	if w.err != nil || w.close {
 		return false
 	}

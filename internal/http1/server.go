@@ -391,8 +391,6 @@ func (s *Server) newConn(rwc net.Conn, lim limits) *conn {
 	}
 	c.br = readerPool.Get().(*bufio.Reader)
 	c.br.Reset(&c.cr)
-	c.bw = writerPool.Get().(*bufio.Writer)
-	c.bw.Reset(&c.cw)
 	c.body.c = c
 	c.req.Body = &c.body
 	c.req.addrs = &c.addrs
@@ -410,8 +408,6 @@ func (s *Server) newConn(rwc net.Conn, lim limits) *conn {
 		rwc.Close()
 		c.br.Reset(nil)
 		readerPool.Put(c.br)
-		c.bw.Reset(nil)
-		writerPool.Put(c.bw)
 		return nil
 	}
 	s.conns[c] = struct{}{}
@@ -430,11 +426,49 @@ func (c *conn) release() {
 	delete(s.conns, c)
 	s.mu.Unlock()
 	s.nconns.Add(-1)
-	c.br.Reset(nil)
-	readerPool.Put(c.br)
-	c.bw.Reset(nil)
-	writerPool.Put(c.bw)
-	c.br, c.bw = nil, nil
+	c.putReader()
+	c.putWriter()
+}
+
+// reader returns the connection's bufio.Reader, from the pool if the
+// connection gave it back while its handler ran (serveRequest).
+func (c *conn) reader() *bufio.Reader {
+	if c.br == nil {
+		c.br = readerPool.Get().(*bufio.Reader)
+		c.br.Reset(&c.cr)
+	}
+	return c.br
+}
+
+// putReader returns the reader to the pool; the caller knows it holds no
+// bytes that are still needed.
+func (c *conn) putReader() {
+	if c.br != nil {
+		c.br.Reset(nil)
+		readerPool.Put(c.br)
+		c.br = nil
+	}
+}
+
+// writer returns the connection's bufio.Writer, taken from the pool when
+// a response starts: a connection holds one only while it writes, not
+// while it is idle or its handler waits (an ASGI long poll held 4 KiB
+// per request for nothing; issue 29).
+func (c *conn) writer() *bufio.Writer {
+	if c.bw == nil {
+		c.bw = writerPool.Get().(*bufio.Writer)
+		c.bw.Reset(&c.cw)
+	}
+	return c.bw
+}
+
+// putWriter returns the writer to the pool once a response is flushed.
+func (c *conn) putWriter() {
+	if c.bw != nil {
+		c.bw.Reset(nil)
+		writerPool.Put(c.bw)
+		c.bw = nil
+	}
 }
 
 // connReader is the bufio.Reader's source. While a body is read it arms
@@ -742,7 +776,14 @@ func (c *conn) serveRequest() bool {
 	}()
 	c.cr.startBody()
 
-	// (4) The handler.
+	// (4) The handler. A request without body bytes left to read and
+	// nothing pipelined behind it gives its read buffer back while the
+	// handler runs: an ASGI request that awaits (a long poll) held 4 KiB
+	// for nothing (issue 29). The body, at EOF, never reads it.
+	if c.body.eof && c.br.Buffered() == 0 {
+		c.body.br = nil
+		c.putReader()
+	}
 	var panicked bool
 	if s.MaxConcurrency > 0 && n > int64(s.MaxConcurrency) {
 		s.overLimit.Add(1)
@@ -754,6 +795,7 @@ func (c *conn) serveRequest() bool {
 		return false // the connection is the handler's now
 	}
 	c.stopBackgroundRead()
+	c.reader()
 
 	// (5) Finish the response.
 	w := &c.w

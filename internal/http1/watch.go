@@ -42,7 +42,7 @@ func (w *ResponseWriter) NotifyClose(onClose func()) bool {
 		return w.st.notifyClose(onClose)
 	}
 	c := w.c
-	if c == nil || !c.body.eof || c.br.Buffered() > 0 {
+	if c == nil || !c.body.eof || c.br != nil && c.br.Buffered() > 0 {
 		return false
 	}
 	bg := &c.bg
