@@ -1,14 +1,16 @@
 package tests
 
-// TLS (--ssl-*): HTTPS, mTLS, encrypted keys, start-up errors, the
+// TLS (--ssl-*): HTTPS, mTLS, encrypted keys, cipher suites, start-up errors, the
 // handshake timeout and certificate reload on SIGHUP. Certificates are
 // made here with crypto/x509: a CA, a server certificate for 127.0.0.1
 // and a client certificate.
 
 import (
+	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
+	"crypto/rsa"
 	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
@@ -26,6 +28,7 @@ import (
 	"time"
 
 	"github.com/youmark/pkcs8"
+	"golang.org/x/net/http2"
 )
 
 // testPKI is a throwaway CA with a server and a client certificate, as
@@ -313,6 +316,7 @@ func TestTLS_BadConfigStopsStartup(t *testing.T) {
 		{"not a certificate", []string{"--ssl-certfile", garbage, "--ssl-keyfile", p.KeyFile}, "--ssl-certfile"},
 		{"verify without CA", []string{"--ssl-certfile", p.CertFile, "--ssl-keyfile", p.KeyFile, "--ssl-client-verify", "required"}, "needs --ssl-ca"},
 		{"bad min version", []string{"--ssl-certfile", p.CertFile, "--ssl-keyfile", p.KeyFile, "--ssl-min-version", "1.1"}, "--ssl-min-version"},
+		{"ciphers for another key", []string{"--ssl-certfile", p.CertFile, "--ssl-keyfile", p.KeyFile, "--ssl-ciphers", "ECDHE-RSA-AES256-GCM-SHA384", "--http", "1"}, "--ssl-ciphers: no listed suite works with the ECDSA key"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -405,4 +409,240 @@ func TestTLS_SIGHUPReloadsCertificate(t *testing.T) {
 		time.Sleep(200 * time.Millisecond)
 	}
 	getTLSJSON(t, p.httpsClient(), httpsURL(s), nil)
+}
+
+// WriteRSAServerCert writes an RSA server certificate for 127.0.0.1,
+// signed by the test CA, and its key; it returns the two file names.
+// The ECDHE-RSA suites need an RSA key (the test PKI's own keys are
+// ECDSA).
+func (p *testPKI) WriteRSAServerCert(t testing.TB) (certFile, keyFile string) {
+	t.Helper()
+	key, err := rsa.GenerateKey(rand.Reader, 2048)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(300),
+		Subject:      pkix.Name{CommonName: "turnstile-test-rsa"},
+		NotBefore:    time.Now().Add(-time.Hour),
+		NotAfter:     time.Now().Add(24 * time.Hour),
+		KeyUsage:     x509.KeyUsageDigitalSignature | x509.KeyUsageKeyEncipherment,
+		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+		DNSNames:     []string{"localhost"},
+		IPAddresses:  []net.IP{net.ParseIP("127.0.0.1")},
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, p.ca, &key.PublicKey, p.caKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	certFile, keyFile = filepath.Join(p.dir, "rsa-cert.pem"), filepath.Join(p.dir, "rsa-key.pem")
+	writePEM(t, certFile, "CERTIFICATE", der)
+	kder, _ := x509.MarshalPKCS8PrivateKey(key)
+	writePEM(t, keyFile, "PRIVATE KEY", kder)
+	return certFile, keyFile
+}
+
+// tls12Dial does a TLS 1.2 handshake with addr offering only suites
+// (Go's default list when nil) and ALPN protos; it returns the
+// connection, or the handshake's error.
+func tls12Dial(addr string, p *testPKI, suites []uint16, protos ...string) (*tls.Conn, error) {
+	return tls.DialWithDialer(&net.Dialer{Timeout: 10 * time.Second}, "tcp", addr, &tls.Config{
+		RootCAs: p.Pool, MaxVersion: tls.VersionTLS12, CipherSuites: suites, NextProtos: protos})
+}
+
+// h2Get sends GET / as HTTP/2 on an established TLS connection whose
+// ALPN said h2, and returns the status (x/net/http2 closes a TLS 1.2
+// connection on a suite HTTP/2 prohibits: then an error).
+func h2Get(c *tls.Conn) (int, error) {
+	cc, err := (&http2.Transport{}).NewClientConn(c)
+	if err != nil {
+		return 0, err
+	}
+	defer cc.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, "GET", "https://"+c.RemoteAddr().String()+"/", nil)
+	resp, err := cc.RoundTrip(req)
+	if err != nil {
+		return 0, err
+	}
+	resp.Body.Close()
+	return resp.StatusCode, nil
+}
+
+// By default TLS 1.2 offers Mozilla's intermediate suites only (ECDHE
+// with AES-GCM or ChaCha20-Poly1305): a client offering only a CBC-SHA1
+// suite (LUCKY13) fails the handshake, for HTTP/1.1 and h2 alike; an
+// AES-GCM or ChaCha20 client is served over both, and h2 on TLS 1.2 is
+// not refused by x/net/http2 (INADEQUATE_SECURITY).
+func TestTLS_CiphersDefault(t *testing.T) {
+	p := newPKI(t)
+	rsaCert, rsaKey := p.WriteRSAServerCert(t)
+	for _, key := range []struct {
+		name      string
+		args      []string
+		cbc, aead []uint16
+		rsaKexGCM uint16
+	}{
+		{"ecdsa", p.TLSArgs(),
+			[]uint16{tls.TLS_ECDHE_ECDSA_WITH_AES_128_CBC_SHA, tls.TLS_ECDHE_ECDSA_WITH_AES_256_CBC_SHA},
+			[]uint16{tls.TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256, tls.TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384, tls.TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305_SHA256}, 0},
+		{"rsa", []string{"--ssl-certfile", rsaCert, "--ssl-keyfile", rsaKey},
+			[]uint16{tls.TLS_ECDHE_RSA_WITH_AES_128_CBC_SHA, tls.TLS_ECDHE_RSA_WITH_AES_256_CBC_SHA},
+			[]uint16{tls.TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256, tls.TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384, tls.TLS_ECDHE_RSA_WITH_CHACHA20_POLY1305_SHA256},
+			tls.TLS_RSA_WITH_AES_128_GCM_SHA256},
+	} {
+		t.Run(key.name, func(t *testing.T) {
+			s := Start(t, append(key.args, "h2_wsgi:app")...)
+			refused := key.cbc
+			if key.rsaKexGCM != 0 {
+				refused = append(refused, key.rsaKexGCM) // no forward secrecy: not in the list either
+			}
+			for _, cs := range refused {
+				for _, alpn := range [][]string{{"http/1.1"}, {"h2", "http/1.1"}} {
+					if c, err := tls12Dial(s.Addr, p, []uint16{cs}, alpn...); err == nil {
+						c.Close()
+						t.Errorf("a TLS 1.2 client offering only %s (ALPN %v) completed the handshake", tls.CipherSuiteName(cs), alpn)
+					}
+				}
+			}
+			for _, cs := range key.aead {
+				c, err := tls12Dial(s.Addr, p, []uint16{cs}, "h2", "http/1.1")
+				if err != nil {
+					t.Errorf("a TLS 1.2 client offering %s: %v", tls.CipherSuiteName(cs), err)
+					continue
+				}
+				st := c.ConnectionState()
+				if st.Version != tls.VersionTLS12 || st.CipherSuite != cs || st.NegotiatedProtocol != "h2" {
+					t.Errorf("negotiated %x %s %q; want TLS 1.2, %s, h2", st.Version, tls.CipherSuiteName(st.CipherSuite), st.NegotiatedProtocol, tls.CipherSuiteName(cs))
+				}
+				if code, err := h2Get(c); err != nil || code != 200 {
+					t.Errorf("HTTP/2 GET over TLS 1.2 %s: %d %v", tls.CipherSuiteName(cs), code, err)
+				}
+				c.Close()
+			}
+			// HTTP/1.1 over TLS 1.2 with an AES-GCM suite.
+			c := &http.Client{Timeout: 20 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{
+				RootCAs: p.Pool, MaxVersion: tls.VersionTLS12, CipherSuites: key.aead[:1]}}}
+			resp := getTLSJSON(t, c, httpsURL(s)+"/", nil)
+			if resp.TLS.Version != tls.VersionTLS12 || resp.TLS.CipherSuite != key.aead[0] || resp.ProtoMajor != 1 {
+				t.Errorf("HTTP/1.1 over %x %s", resp.TLS.Version, tls.CipherSuiteName(resp.TLS.CipherSuite))
+			}
+			// TLS 1.3 is unaffected.
+			if resp := getTLSJSON(t, p.httpsClient(), httpsURL(s)+"/", nil); resp.TLS.Version != tls.VersionTLS13 {
+				t.Errorf("a default client got TLS %x; want 1.3", resp.TLS.Version)
+			}
+		})
+	}
+}
+
+// --ssl-ciphers limits TLS 1.2 to the suites listed, from the flag, its
+// alias --ciphers or TURNSTILE_SSL_CIPHERS.
+func TestTLS_SSLCiphers(t *testing.T) {
+	p := newPKI(t)
+	rsaCert, rsaKey := p.WriteRSAServerCert(t)
+	rsaArgs := []string{"--ssl-certfile", rsaCert, "--ssl-keyfile", rsaKey}
+
+	t.Run("only that suite", func(t *testing.T) {
+		// One AES-256 suite leaves h2 without its mandatory suite: --http 1.
+		s := Start(t, append(rsaArgs, "--ssl-ciphers", "ECDHE-RSA-AES256-GCM-SHA384", "--http", "1", "h2_wsgi:app")...)
+		if !strings.Contains(s.Logs(), "ciphers=ECDHE-RSA-AES256-GCM-SHA384") {
+			t.Errorf("the listening line does not name the suites:\n%s", s.Logs())
+		}
+		// A client offering everything Go has gets the one suite.
+		all := []uint16{}
+		for _, cs := range tls.CipherSuites() {
+			all = append(all, cs.ID)
+		}
+		c, err := tls12Dial(s.Addr, p, all, "http/1.1")
+		if err != nil {
+			t.Fatalf("TLS 1.2 handshake: %v", err)
+		}
+		if got := c.ConnectionState().CipherSuite; got != tls.TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384 {
+			t.Errorf("negotiated %s; want TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384", tls.CipherSuiteName(got))
+		}
+		c.Close()
+		for _, cs := range []uint16{tls.TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256, tls.TLS_ECDHE_RSA_WITH_CHACHA20_POLY1305_SHA256, tls.TLS_ECDHE_RSA_WITH_AES_128_CBC_SHA} {
+			if c, err := tls12Dial(s.Addr, p, []uint16{cs}, "http/1.1"); err == nil {
+				c.Close()
+				t.Errorf("a client offering only %s was served", tls.CipherSuiteName(cs))
+			}
+		}
+		hc := &http.Client{Timeout: 20 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: p.Pool, MaxVersion: tls.VersionTLS12}}}
+		if resp := getTLSJSON(t, hc, httpsURL(s)+"/", nil); resp.TLS.CipherSuite != tls.TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384 {
+			t.Errorf("HTTP/1.1 over %s", tls.CipherSuiteName(resp.TLS.CipherSuite))
+		}
+	})
+
+	// A legacy CBC suite added back for old clients, from the
+	// environment, next to the mandatory h2 suite: CBC-only TLS 1.2
+	// clients are served HTTP/1.1, the others get AES-GCM and h2.
+	t.Run("environment, cbc for old clients", func(t *testing.T) {
+		cmd := Command(t, append(rsaArgs, "h2_wsgi:app")...)
+		cmd.Env = append(os.Environ(), "TURNSTILE_SSL_CIPHERS=ECDHE-RSA-AES128-SHA:ECDHE-RSA-AES128-GCM-SHA256")
+		s, listening := startCmd(t, cmd)
+		WaitListening(t, s, listening, 30*time.Second)
+		c, err := tls12Dial(s.Addr, p, []uint16{tls.TLS_ECDHE_RSA_WITH_AES_128_CBC_SHA}, "http/1.1")
+		if err != nil {
+			t.Fatalf("a CBC-only client: %v", err)
+		}
+		c.Close()
+		c, err = tls12Dial(s.Addr, p, nil, "h2")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		if st := c.ConnectionState(); st.CipherSuite != tls.TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256 {
+			t.Errorf("a default TLS 1.2 client got %s; want TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256", tls.CipherSuiteName(st.CipherSuite))
+		}
+		if code, err := h2Get(c); err != nil || code != 200 {
+			t.Errorf("HTTP/2 GET: %d %v", code, err)
+		}
+	})
+
+	t.Run("alias --ciphers", func(t *testing.T) {
+		s := Start(t, append(rsaArgs, "--ciphers", "ECDHE-RSA-CHACHA20-POLY1305", "--http", "1", "h2_wsgi:app")...)
+		c, err := tls12Dial(s.Addr, p, nil, "http/1.1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		if got := c.ConnectionState().CipherSuite; got != tls.TLS_ECDHE_RSA_WITH_CHACHA20_POLY1305_SHA256 {
+			t.Errorf("negotiated %s; want ChaCha20-Poly1305", tls.CipherSuiteName(got))
+		}
+	})
+}
+
+// A bad --ssl-ciphers is one line naming the bad name and exit status
+// 2, before anything starts, from serving and from turnstile check.
+func TestTLS_SSLCiphersBad(t *testing.T) {
+	p := newPKI(t)
+	for _, tc := range []struct {
+		name string
+		args []string
+		env  string
+		want string
+	}{
+		{"unknown name", []string{"--ssl-ciphers", "ECDHE-RSA-AES128-GCM-SHA256:ECDHE-RSA-AES128-GCM-SHA512"}, "", `--ssl-ciphers: unknown cipher "ECDHE-RSA-AES128-GCM-SHA512"`},
+		{"unknown name, alias", []string{"--ciphers", "HIGH"}, "", `--ciphers: unknown cipher "HIGH"`},
+		{"unknown name, environment", nil, "TURNSTILE_SSL_CIPHERS=NOPE", `TURNSTILE_SSL_CIPHERS: unknown cipher "NOPE"`},
+		{"no suite left", []string{"--ssl-ciphers", "DHE-RSA-AES128-GCM-SHA256:TLS_AES_128_GCM_SHA256"}, "", "no TLS 1.2 suite left (Go does not implement DHE-RSA-AES128-GCM-SHA256"},
+		{"rc4", []string{"--ssl-ciphers", "RC4-SHA"}, "", "RC4-SHA is an RC4 suite"},
+		{"breaks h2", []string{"--ssl-ciphers", "ECDHE-ECDSA-AES256-GCM-SHA384"}, "", "--ssl-ciphers: HTTP/2 on TLS 1.2 needs ECDHE-RSA-AES128-GCM-SHA256 or ECDHE-ECDSA-AES128-GCM-SHA256"},
+		{"with TLS 1.3 only", []string{"--ssl-ciphers", "ECDHE-ECDSA-AES128-GCM-SHA256", "--ssl-min-version", "1.3"}, "", "--ssl-ciphers has no effect with --ssl-min-version 1.3"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			for _, sub := range [][]string{nil, {"check"}} {
+				cmd := Command(t, append(append(append(sub, p.TLSArgs()...), tc.args...), "h2_wsgi:app")...)
+				if tc.env != "" {
+					cmd.Env = append(os.Environ(), tc.env)
+				}
+				out, _ := cmd.CombinedOutput()
+				lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+				if code := cmd.ProcessState.ExitCode(); code != 2 || len(lines) != 1 || !strings.Contains(lines[0], tc.want) {
+					t.Errorf("turnstile %v: exit %d, %d lines; want 2 and one line saying %q:\n%s", sub, code, len(lines), tc.want, out)
+				}
+			}
+		})
+	}
 }

@@ -138,6 +138,8 @@ func run() int {
 	f.StringVar(&cfg.SSLCA, "ssl-ca", "", "PEM bundle of the CAs that sign client certificates (mTLS)")
 	f.StringVar(&cfg.SSLClientVerify, "ssl-client-verify", "none", "client certificates: none, optional or required (needs --ssl-ca)")
 	f.StringVar(&cfg.SSLMinVersion, "ssl-min-version", "1.2", "lowest TLS version: 1.2 or 1.3")
+	f.StringVar(&cfg.SSLCiphers, "ssl-ciphers", "", "TLS 1.2 cipher suites, OpenSSL names separated by ':' (default: Mozilla intermediate, ECDHE with AES-GCM or CHACHA20-POLY1305)")
+	f.StringVar(&cfg.SSLCiphers, "ciphers", "", "alias of --ssl-ciphers (gunicorn's name)")
 	f.StringVar(&cfg.HTTP, "http", "auto", "protocols: auto (HTTP/1.1 and HTTP/2: h2 by ALPN, h2c by prior knowledge), 1 or 2")
 	f.Uint32Var(&cfg.HTTP2MaxConcurrentStreams, "http2-max-concurrent-streams", config.DefaultHTTP2MaxConcurrentStreams, "HTTP/2 streams open at once per connection")
 	f.Int32Var(&cfg.HTTP2InitialConnectionWindowSize, "http2-initial-connection-window-size", config.DefaultHTTP2InitialConnectionWindowSize, "HTTP/2 connection receive window in bytes")

@@ -255,13 +255,16 @@ type Config struct {
 	// SSLKeyFile (PEM). SSLKeyFilePassword decrypts an encrypted key.
 	// SSLCA is the PEM bundle verifying client certificates, used when
 	// SSLClientVerify is optional or required (default none).
-	// SSLMinVersion is 1.2 (default) or 1.3.
+	// SSLMinVersion is 1.2 (default) or 1.3. SSLCiphers are the TLS 1.2
+	// cipher suites, OpenSSL names separated by ':' (tlsconf.ParseCiphers);
+	// default "": Mozilla's intermediate list (tlsconf.DefaultCipherSuites).
 	SSLCertFile        string `json:"ssl_certfile,omitempty"`
 	SSLKeyFile         string `json:"ssl_keyfile,omitempty"`
 	SSLKeyFilePassword string `json:"ssl_keyfile_password,omitempty"`
 	SSLCA              string `json:"ssl_ca,omitempty"`
 	SSLClientVerify    string `json:"ssl_client_verify,omitempty"`
 	SSLMinVersion      string `json:"ssl_min_version,omitempty"`
+	SSLCiphers         string `json:"ssl_ciphers,omitempty"`
 
 	// HTTP is the protocol choice: auto (HTTP/1.1 and HTTP/2: h2 by ALPN
 	// on TLS, h2c with prior knowledge on plain connections), 1 (HTTP/1.1
@@ -308,7 +311,7 @@ func (c *Config) TLS() tlsconf.Config {
 	return tlsconf.Config{
 		CertFile: c.SSLCertFile, KeyFile: c.SSLKeyFile, KeyPassword: c.SSLKeyFilePassword,
 		CAFile: c.SSLCA, ClientVerify: c.SSLClientVerify, MinVersion: c.SSLMinVersion,
-		NextProtos: protos,
+		Ciphers: c.SSLCiphers, NextProtos: protos,
 	}
 }
 

@@ -1,7 +1,8 @@
 // Package tlsconf builds the server's *tls.Config from the --ssl-* flags:
 // the certificate chain and its (possibly encrypted) private key, the CA
 // bundle that verifies client certificates (mTLS), the client
-// verification mode, the lowest TLS version and the ALPN protocols.
+// verification mode, the lowest TLS version, the TLS 1.2 cipher suites
+// (ciphers.go) and the ALPN protocols.
 //
 // Files are read once, by Load. A worker calls Load when it starts, so a
 // rolling restart (SIGHUP to the master) picks up renewed certificates;
@@ -48,6 +49,11 @@ type Config struct {
 	ClientVerify string
 	// MinVersion is "1.2" or "1.3" (--ssl-min-version). Default "1.2".
 	MinVersion string
+	// Ciphers are the TLS 1.2 cipher suites (--ssl-ciphers), OpenSSL
+	// names separated by ':' (ParseCiphers). Default "":
+	// DefaultCipherSuites, Mozilla's intermediate configuration. TLS 1.3
+	// suites are not configurable in Go.
+	Ciphers string
 	// NextProtos are the ALPN protocols offered, in order of preference
 	// (RFC 7301): "h2", "http/1.1".
 	NextProtos []string
@@ -61,6 +67,9 @@ func (c *Config) Check() error {
 	if !c.Enabled() {
 		if c.CAFile != "" || c.KeyPassword != "" || (c.ClientVerify != "" && c.ClientVerify != VerifyNone) {
 			return errors.New("--ssl-ca, --ssl-keyfile-password and --ssl-client-verify need --ssl-certfile and --ssl-keyfile")
+		}
+		if c.Ciphers != "" {
+			return errors.New("--ssl-ciphers needs --ssl-certfile and --ssl-keyfile")
 		}
 		return nil
 	}
@@ -79,8 +88,24 @@ func (c *Config) Check() error {
 	default:
 		return fmt.Errorf("--ssl-client-verify %q: want none, optional or required", c.ClientVerify)
 	}
-	if _, err := minVersion(c.MinVersion); err != nil {
+	mv, err := minVersion(c.MinVersion)
+	if err != nil {
 		return err
+	}
+	if c.Ciphers != "" {
+		if mv >= tls.VersionTLS13 {
+			return errors.New("--ssl-ciphers has no effect with --ssl-min-version 1.3 (Go's TLS 1.3 suites are not configurable): leave one out")
+		}
+		ids, _, err := ParseCiphers(c.Ciphers)
+		if err != nil {
+			return err
+		}
+		// x/net/http2 closes a TLS 1.2 connection on a suite HTTP/2
+		// prohibits, and requires this of a server's list
+		// (http2.ConfigureServer): refuse a list that breaks h2.
+		if offersH2(c) && !h2Mandatory(ids) {
+			return errors.New("--ssl-ciphers: HTTP/2 on TLS 1.2 needs ECDHE-RSA-AES128-GCM-SHA256 or ECDHE-ECDSA-AES128-GCM-SHA256 (RFC 9113 §9.2.2): add one, or give --http 1")
+		}
 	}
 	return nil
 }
@@ -124,9 +149,17 @@ func Load(c *Config) (*tls.Config, error) {
 		return nil, fmt.Errorf("--ssl-certfile %s / --ssl-keyfile %s: %w", c.CertFile, c.KeyFile, err)
 	}
 	mv, _ := minVersion(c.MinVersion)
+	suites := DefaultCipherSuites
+	if c.Ciphers != "" {
+		suites, _, _ = ParseCiphers(c.Ciphers) // checked by Check
+		if err := checkSuitesForKey(c, suites, &cert); err != nil {
+			return nil, err
+		}
+	}
 	tc := &tls.Config{
 		Certificates: []tls.Certificate{cert},
 		MinVersion:   mv,
+		CipherSuites: suites,
 		NextProtos:   c.NextProtos,
 	}
 	switch c.ClientVerify {
@@ -199,7 +232,10 @@ func decryptKey(keyPEM []byte, password string) ([]byte, error) {
 }
 
 // Describe returns a one-line summary for the "listening" log line, e.g.
-// "TLS>=1.2 alpn=h2,http/1.1 client-verify=required", or "off".
+// "TLS>=1.2 alpn=h2,http/1.1 client-verify=required", or "off". With
+// --ssl-ciphers it names the TLS 1.2 suites in effect (OpenSSL names) and
+// those skipped: "... ciphers=ECDHE-RSA-AES256-GCM-SHA384
+// skipped=DHE-RSA-AES128-GCM-SHA256".
 func Describe(c *Config) string {
 	if !c.Enabled() {
 		return "off"
@@ -212,7 +248,20 @@ func Describe(c *Config) string {
 	if cv == "" {
 		cv = VerifyNone
 	}
-	return "TLS>=" + mv + " alpn=" + strings.Join(c.NextProtos, ",") + " client-verify=" + cv
+	d := "TLS>=" + mv + " alpn=" + strings.Join(c.NextProtos, ",") + " client-verify=" + cv
+	if c.Ciphers != "" {
+		if ids, skipped, err := ParseCiphers(c.Ciphers); err == nil {
+			names := make([]string, len(ids))
+			for i, id := range ids {
+				names[i] = CipherName(id)
+			}
+			d += " ciphers=" + strings.Join(names, ":")
+			if len(skipped) > 0 {
+				d += " skipped=" + strings.Join(skipped, ":")
+			}
+		}
+	}
+	return d
 }
 
 // isPrivateKeyDER reports whether der parses as a PKCS #1 RSA, SEC 1 EC or
