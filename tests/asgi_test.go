@@ -1836,3 +1836,42 @@ func TestASGI_ResponseFraming(t *testing.T) {
 		t.Errorf("%d log records name the app's error raised after the disconnect; want 1", len(recs))
 	}
 }
+
+// An ASGI request in flight that only awaits (a long poll) holds little
+// memory: 1 000 of them grew the worker by ~35 KiB each (a connection's
+// read and write buffers, 13 KiB of C buffers the slot had not used),
+// against ~19 KiB now and ~21 KiB under uvicorn (issue 29).
+func TestASGI_InFlightMemory(t *testing.T) {
+	s := Start(t, "--backlog", "2048", "asgi_hold:app")
+	pid := appPID(t, s)
+	var conns []net.Conn
+	defer func() {
+		for _, c := range conns {
+			c.Close()
+		}
+	}()
+	hold := func(k int) {
+		for i := 0; i < k; i++ {
+			c, err := net.DialTimeout("tcp", s.Addr, 5*time.Second)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := c.Write([]byte("GET /hold HTTP/1.1\r\nHost: a\r\nUser-Agent: test\r\nAccept: */*\r\n\r\n")); err != nil {
+				t.Fatal(err)
+			}
+			conns = append(conns, c)
+		}
+	}
+	const n = 1000
+	hold(100)
+	time.Sleep(500 * time.Millisecond)
+	before := vmRSSKB(t, pid)
+	hold(n)
+	time.Sleep(time.Second)
+	after := vmRSSKB(t, pid)
+	per := float64(after-before) * 1024 / n
+	t.Logf("worker RSS %d KiB -> %d KiB with %d more held requests: %.1f KiB per request", before, after, n, per/1024)
+	if per > 27<<10 {
+		t.Errorf("%.1f KiB per held request; want under 27 KiB (it was ~35)", per/1024)
+	}
+}
