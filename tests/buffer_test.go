@@ -259,7 +259,9 @@ func TestBuffer_SpooledBodyIntact(t *testing.T) {
 // held by another upload gets 503 with Retry-After, and is served once
 // that upload is done.
 func TestBuffer_Limits(t *testing.T) {
-	s := Start(t, "--request-buffer", "16384", "--request-buffer-disk", "65536", bufferApp)
+	dir := t.TempDir()
+	s := Start(t, "--request-buffer", "16384", "--request-buffer-disk", "65536", "--request-buffer-dir", dir, bufferApp)
+	pid := appPID(t, s)
 	t.Run("content-length-413", func(t *testing.T) {
 		got, closed := Raw(t, s.Addr, "POST /upload HTTP/1.1\r\nHost: a\r\nExpect: 100-continue\r\nContent-Length: 200000\r\n\r\n", 5*time.Second)
 		if codes := StatusCodes(got); len(codes) != 1 || codes[0] != "413" || !closed {
@@ -282,7 +284,11 @@ func TestBuffer_Limits(t *testing.T) {
 			code, got, err := u.do(s.Addr)
 			done <- fmt.Sprintf("%d %s %v", code, got, err)
 		}()
-		time.Sleep(500 * time.Millisecond) // A's head is in: its 43616 spooled bytes are reserved
+		// A's spool file is open once its first 16 KiB are in memory,
+		// after its 43616 bytes beyond them were reserved.
+		if !waitFor(10*time.Second, func() bool { return spoolFDs(t, pid, dir) > 0 }) {
+			t.Fatal("A never opened its spool file")
+		}
 		got, closed := Raw(t, s.Addr, "POST /upload HTTP/1.1\r\nHost: a\r\nContent-Length: 60000\r\n\r\n", 5*time.Second)
 		if codes := StatusCodes(got); len(codes) != 1 || codes[0] != "503" || !strings.Contains(got, "Retry-After: 1\r\n") || !closed {
 			t.Errorf("B while A holds the budget: codes %v, closed %v; want [503] with Retry-After and a close\n%q", codes, closed, got)
