@@ -277,6 +277,11 @@ func TestConfig_BadValues(t *testing.T) {
 			"turnstile: --switch-interval 1e-09: want seconds in [0.000001, 10], or 0 for CPython's default (0.005)"}},
 		{"umask", cfEnv("TURNSTILE_UMASK=999"), nil, []string{`turnstile: TURNSTILE_UMASK "999": want an octal mask like 0o22 or 027 (at most 0777)`}},
 		{"user", cfEnv(), []string{"--user", "no-such-user-here"}, []string{`turnstile: --user "no-such-user-here": no such user`}},
+		{"request-buffer", cfEnv("TURNSTILE_REQUEST_BUFFER_DISK=-1"), []string{"--request-buffer", "100000000", "--request-buffer-dir", "/no/such/dir"}, []string{
+			"turnstile: --request-buffer 100000000: want bytes, 0..67108864 (64 MiB; a larger body spools to --request-buffer-dir)",
+			"turnstile: TURNSTILE_REQUEST_BUFFER_DISK -1: must not be negative",
+			`turnstile: --request-buffer-dir "/no/such/dir": want an existing directory`,
+		}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

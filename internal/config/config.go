@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"os"
 	"strconv"
 	"strings"
 	"time"
@@ -37,6 +38,9 @@ const (
 	DefaultTimeoutWrite          = 30 * time.Second
 	DefaultStartupTimeout        = 120 * time.Second
 	DefaultWSMaxSizeBytes        = 16 << 20 // uvicorn's --ws-max-size
+	DefaultRequestBufferBytes    = 64 << 10 // the read-ahead it replaces; nginx's client_body_buffer_size is 16 KiB
+	DefaultRequestBufferDisk     = 1 << 30
+	MaxRequestBufferBytes        = 64 << 20 // per request, in memory: more is spooled to disk
 	DefaultWSMaxQueue            = 32
 	DefaultWSPingInterval        = 20 * time.Second
 	DefaultWSPingTimeout         = 20 * time.Second
@@ -247,6 +251,29 @@ type Config struct {
 	// second averaged over the body after a 5 s grace; slower gets 408.
 	// Default 240 (the flag's default, Kestrel's); zero disables.
 	MinBodyRate int `json:"min_body_rate,omitempty"`
+	// RequestBufferBytes: a WSGI request body is read whole by Go before
+	// the request enters the queue for a Python thread, so that a slow
+	// upload holds a goroutine, never a pool thread (nginx's
+	// proxy_request_buffering). Up to this many bytes of it are kept in
+	// memory and handed to Python with the request; the rest is spooled
+	// to an unlinked temporary file in RequestBufferDir that wsgi.input
+	// reads back. Default 64 KiB (the flag's default); zero turns
+	// buffering off: the app streams the body from the socket as it
+	// arrives (Go reads at most 64 KiB ahead of it). ASGI bodies are never
+	// buffered: receive() awaits without holding a thread.
+	RequestBufferBytes int64 `json:"request_buffer_bytes,omitempty"`
+	// RequestBufferDiskBytes bounds the body bytes the WSGI requests of a
+	// worker spool to temporary files at once. A body that could never
+	// fit (larger than RequestBufferBytes plus this) is answered 413; one
+	// that does not fit while other uploads hold the room is answered
+	// 503 with Retry-After. Both close the connection. Default 1 GiB (the
+	// flag's default); zero spools nothing: a body larger than
+	// RequestBufferBytes gets 413.
+	RequestBufferDiskBytes int64 `json:"request_buffer_disk_bytes,omitempty"`
+	// RequestBufferDir is the directory of the spool files (opened with
+	// O_TMPFILE, so they have no name). Default "": os.TempDir()
+	// ($TMPDIR, else /tmp).
+	RequestBufferDir string `json:"request_buffer_dir,omitempty"`
 	// TimeoutWrite is the longest one socket write may block on a slow
 	// reader. Default 30s.
 	TimeoutWrite time.Duration `json:"timeout_write,omitempty"`
@@ -544,9 +571,18 @@ func (c *Config) Validate() error {
 		v    int64
 	}{{"limit-request-line", int64(c.LimitRequestLine)}, {"limit-request-fields", int64(c.LimitRequestFields)},
 		{"limit-request-field-size", int64(c.LimitRequestFieldSize)}, {"limit-request-body", c.LimitRequestBody},
-		{"limit-concurrency", int64(c.LimitConcurrency)}} {
+		{"limit-concurrency", int64(c.LimitConcurrency)}, {"request-buffer", c.RequestBufferBytes},
+		{"request-buffer-disk", c.RequestBufferDiskBytes}} {
 		if n.v < 0 {
 			bad("--%s %d: must not be negative", n.name, n.v)
+		}
+	}
+	if c.RequestBufferBytes > MaxRequestBufferBytes {
+		bad("--request-buffer %d: want bytes, 0..%d (64 MiB; a larger body spools to --request-buffer-dir)", c.RequestBufferBytes, int64(MaxRequestBufferBytes))
+	}
+	if d := c.RequestBufferDir; d != "" {
+		if fi, err := os.Stat(d); err != nil || !fi.IsDir() {
+			bad("--request-buffer-dir %q: want an existing directory", d)
 		}
 	}
 	c.validateHTTP(bad)

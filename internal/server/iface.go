@@ -84,7 +84,8 @@ func startInterface(kind string, cfg *config.Config, log *slog.Logger, m *metric
 		if err := python.StartPool(cfg.BlockingThreads, cfg.QueueSize); err != nil {
 			return nil, nil, err
 		}
-		h := &wsgi.Handler{ScriptName: cfg.RootPath, Logger: log}
+		h := &wsgi.Handler{ScriptName: cfg.RootPath, Logger: log, BufferBytes: cfg.RequestBufferBytes,
+			BufferDiskBytes: cfg.RequestBufferDiskBytes, BufferDir: cfg.RequestBufferDir}
 		if cfg.QueueTimeout > 0 {
 			h.QueueTimeout = cfg.QueueTimeout
 		}

@@ -7,9 +7,14 @@
 //     reused across requests.
 //  2. buildEnviron writes the request block (wsgi.h): CGI and HTTP_* keys
 //     (known keys by id), PATH_INFO percent-decoded, repeated fields joined
-//     with ", " (cookies "; "), names with "_" dropped. If the whole body is
-//     already buffered and at most MaxPrefetchBytes, it follows the block,
-//     so the app reads it without a callback.
+//     with ", " (cookies "; "), names with "_" dropped. With BufferBytes
+//     set (buffer.go), the whole body is then read: up to BufferBytes
+//     follow the block, the rest goes to a spool file that wsgi.input
+//     reads back with pread, so the app never waits for the client and
+//     reads the body without a callback. Without, the body follows the
+//     block if it is all here (or arrives) within MaxPrefetchBytes, and
+//     the rest is read from the socket at the app's reads
+//     (go_ts_wsgi_read).
 //  3. ts_wsgi_submit copies the block into the C job and queues it (one
 //     cgo call); the goroutine waits on its channel.
 //  4. On a Python thread, wsgi_run (wsgi.c) enters a fresh

@@ -56,12 +56,24 @@ type Handler struct {
 	Logger *slog.Logger
 	// Done, when set, is called after each request.
 	Done func(r *http1.Request, res Result)
+	// BufferBytes, when positive, makes the handler read each request's
+	// whole body before queueing it (buffer.go): up to BufferBytes in
+	// memory, the rest spooled to a temporary file in BufferDir (""
+	// for os.TempDir()). Zero: the app streams the body, Go reading at
+	// most MaxPrefetchBytes ahead of it.
+	BufferBytes int64
+	// BufferDiskBytes bounds the bytes spooled at once by all requests
+	// of the handler: a body that can never fit is answered 413, one
+	// that does not fit now 503 with Retry-After.
+	BufferDiskBytes int64
+	BufferDir       string
 
 	mu      sync.Mutex
-	free    []*slot   // idle slots, the most recently used last; guarded by mu
-	count   int       // slots made, guarded by mu
-	lowFree int       // the fewest idle slots since the last trim, guarded by mu
-	sweep   sync.Once // starts sweepSlots (watch.go)
+	free    []*slot      // idle slots, the most recently used last; guarded by mu
+	count   int          // slots made, guarded by mu
+	lowFree int          // the fewest idle slots since the last trim, guarded by mu
+	sweep   sync.Once    // starts sweepSlots (watch.go)
+	spooled atomic.Int64 // bytes of BufferDiskBytes reserved by requests in flight
 }
 
 // AfterLoad is the C hook to pass as python.Config.AfterLoad.
@@ -195,12 +207,25 @@ func (h *Handler) ServeHTTP1(w *http1.ResponseWriter, r *http1.Request) {
 	s.w, s.r = w, r
 	job := s.job
 
-	// 1. The request block: environ entries, then the body if it is all
-	//    here and small (no callback is then needed to read it).
+	// 1. The request block: environ entries, then the body: all of it
+	//    when buffering (buffer.go), else the part that is here and small
+	//    (no callback is then needed to read it).
 	block, n := buildEnviron(s.block[:0], r, []byte(h.ScriptName), &s.path)
 	bodyOff := len(block)
 	bodyDone := r.Body.Done()
-	if bodyDone {
+	var sp spool
+	defer sp.release(h) // after the job is over: wsgi.input reads the file
+	if h.BufferBytes > 0 {
+		var ok bool
+		var status int
+		block, status, ok = h.buffer(w, r, block, bodyOff, &sp)
+		s.block = block
+		if !ok {
+			res.Status = status
+			return
+		}
+		bodyDone = true
+	} else if bodyDone {
 		if pre := r.Body.Buffered(); len(pre) <= MaxPrefetchBytes {
 			block = append(block, pre...)
 			r.Body.Consume(len(pre))
@@ -236,9 +261,17 @@ func (h *Handler) ServeHTTP1(w *http1.ResponseWriter, r *http1.Request) {
 	preLen := len(block) - bodyOff
 	s.block = block
 
+	// The spooled rest of the body, read back by wsgi.input (pread, in C).
+	job.body_fd, job.body_fd_len = -1, 0
+	if sp.f != nil {
+		job.body_fd, job.body_fd_len = C.int(sp.f.Fd()), C.int64_t(sp.len)
+	}
+
 	// 2. Submit: one short cgo call that copies the block and queues the
-	//    job; it never blocks and never attaches.
-	s.rec.Begin(start, r.Method, r.Path)
+	//    job; it never blocks and never attaches. The queue wait (and
+	//    QueueTimeout) counts from here, not from the start of an upload.
+	submitted := time.Now()
+	s.rec.Begin(submitted, r.Method, r.Path)
 	defer s.rec.End()
 	var blockPtr *C.char
 	if len(block) > 0 {
@@ -260,7 +293,7 @@ func (h *Handler) ServeHTTP1(w *http1.ResponseWriter, r *http1.Request) {
 	//    job still queued is withdrawn (watch.go) and answered 503.
 	if !s.wait() {
 		res.Status, res.Rejected = 503, true
-		res.QueueWait = time.Since(start) // all of it was spent queued
+		res.QueueWait = time.Since(submitted) // all of it was spent queued
 		w.WriteSimple(503, "text/plain; charset=utf-8", []byte("Service Unavailable: timed out waiting for a worker thread\n"), []byte("Retry-After: 1\r\n"))
 		return
 	}

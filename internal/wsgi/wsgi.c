@@ -70,6 +70,7 @@ ts_wsgi_job_new(void)
     job->body_cap = 4096;
     job->body = malloc(job->body_cap);
     job->file_fd = -1;
+    job->body_fd = -1;
     if (job->req == NULL || job->head == NULL || job->body == NULL) {
         free(job->req);
         free(job->head);
@@ -267,6 +268,8 @@ typedef struct {
     int eof;
     const char *pre;         /* prefetched body bytes (in job->req) */
     size_t pre_len;
+    int fd;                  /* job->body_fd: the spooled rest of the body */
+    int64_t fd_off, fd_len;
 } Input;
 
 /* input_fill makes buffered bytes available. Returns the number of bytes
@@ -303,6 +306,45 @@ input_fill(Input *self)
             /* The block held the whole body: no read ever goes to Go. */
         }
         return (Py_ssize_t)k;
+    }
+    if (self->fd >= 0 && self->fd_off < self->fd_len) {
+        /* The spooled rest of a buffered body: read back here, the GIL
+         * released, without a call into Go. */
+        size_t want;
+        ssize_t r;
+        int err;
+        if (self->cap < INPUT_CHUNK) {
+            char *p = realloc(self->buf, INPUT_CHUNK);
+            if (p == NULL) {
+                PyErr_NoMemory();
+                return -1;
+            }
+            self->buf = p;
+            self->cap = INPUT_CHUNK;
+        }
+        want = self->cap;
+        if ((int64_t)want > self->fd_len - self->fd_off) {
+            want = (size_t)(self->fd_len - self->fd_off);
+        }
+        t = ts_thread_current();
+        ts_thread_detach(t, 0);
+        do {
+            r = pread(self->fd, self->buf, want, (off_t)self->fd_off);
+        } while (r < 0 && errno == EINTR);
+        err = errno;
+        ts_thread_attach(t);
+        if (r <= 0) {
+            if (r < 0) {
+                errno = err;
+                PyErr_SetFromErrno(PyExc_OSError);
+            } else {
+                PyErr_SetString(PyExc_OSError, "turnstile: the spooled request body is shorter than written");
+            }
+            return -1;
+        }
+        self->fd_off += r;
+        self->len = (size_t)r;
+        return (Py_ssize_t)r;
     }
     if (job->body_done) {
         self->eof = 1;
@@ -1103,6 +1145,9 @@ wsgi_run(ts_job *base, ts_thread *t)
     input->eof = 0;
     input->pre = job->req + job->body_off;
     input->pre_len = job->body_len;
+    input->fd = job->body_fd;
+    input->fd_off = 0;
+    input->fd_len = job->body_fd_len;
     sr->job = job;
     sr->called = 0;
     if (PyDict_SetItem(environ, str_wsgi_input, (PyObject *)input) < 0) {

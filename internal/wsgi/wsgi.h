@@ -33,7 +33,10 @@ typedef struct ts_wsgi_job {
     size_t req_cap;
     int nentries;
     size_t body_off, body_len; /* prefetched body bytes within req */
-    int body_done;           /* 1: the prefetched bytes are the whole body */
+    int body_done;           /* 1: the prefetched bytes (and body_fd's) are the whole body */
+    int body_fd;             /* -1, or a spool file holding the body after the
+                              * prefetched bytes (Go owns and closes it) */
+    int64_t body_fd_len;     /* bytes of body_fd, read with pread from 0 */
     int is_head;
 
     /* response, written by the Python thread */
