@@ -1,5 +1,9 @@
 /* gilwait.c: time every wait for the GIL, including those inside CPython.
  *
+ * Versions: CPython 3.11, 3.12 and 3.13 with the GIL, the layouts below
+ * switched on PY_VERSION_HEX; tspy.h refuses any other build at compile
+ * time (a free-threaded one included).
+ *
  * Notes about the implementation
  * ------------------------------
  * ts_thread_attach can time the waits it causes (PyEval_RestoreThread),

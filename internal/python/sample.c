@@ -1,5 +1,9 @@
 /* sample.c: read a Python thread's stack without the GIL.
  *
+ * Versions: CPython 3.11, 3.12 and 3.13 with the GIL, the layouts below
+ * switched on PY_VERSION_HEX; tspy.h refuses any other build at compile
+ * time (a free-threaded one included).
+ *
  * Notes about the implementation
  * ------------------------------
  * The watchdog must see where a stalled loop is stuck even when the loop

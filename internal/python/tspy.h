@@ -13,6 +13,18 @@
 #include <stdint.h>
 #include <stdatomic.h>
 
+/* The versions this bridge is written and tested for. gilwait.c and
+ * sample.c read CPython's private structures (the GIL's state, the frame
+ * chain) with a layout per minor version: 3.11, 3.12 and 3.13 with the
+ * GIL. Anything else is refused here, at compile time, rather than
+ * miscompiled. */
+#if defined(Py_GIL_DISABLED)
+#error "turnstile: free-threaded CPython (Py_GIL_DISABLED) is not supported yet; build with a GIL build of CPython 3.11-3.13"
+#endif
+#if PY_VERSION_HEX < 0x030B0000 || PY_VERSION_HEX >= 0x030E0000
+#error "turnstile: CPython 3.11, 3.12 or 3.13 is needed (make build PYTHON=...)"
+#endif
+
 /* ---- the attach pair (thread.c) -------------------------------------- */
 
 /* Kinds of thread that attach through the pair; counted in metrics. */
