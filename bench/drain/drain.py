@@ -6,7 +6,7 @@ announces the close").
         --bin 'no-window=bin/turnstile-3.11 --timeout-keep-alive-drain 0' --venv .venv-3.11 --reps 3
 
 turnstile runs --workers 2 --max-requests 5 on bench/apps/hello.py, so a
-worker is replaced every few requests. One client sends --requests POSTs
+worker is replaced every few requests. Each of --clients clients (1) sends --requests POSTs
 (a small body; a POST is never retried by a client) on a kept-alive
 connection (http.client), pausing --pause seconds between requests. A
 request is lost when the connection fails under it (EOF before a
@@ -33,6 +33,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 
 BENCH = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -102,6 +103,25 @@ def run_client(port, n, pause):
     return lost, kinds, closes
 
 
+def run_clients(port, clients, n, pause):
+    """run_client in clients threads, n requests each; the sums."""
+    if clients == 1:
+        return run_client(port, n, pause)
+    results = []
+    ts = [threading.Thread(target=lambda: results.append(run_client(port, n, pause))) for _ in range(clients)]
+    for t in ts:
+        t.start()
+        time.sleep(pause / clients)  # spread the clients over the pause
+    for t in ts:
+        t.join()
+    lost, kinds, closes = 0, {}, 0
+    for l, k, c in results:
+        lost, closes = lost + l, closes + c
+        for kind, m in k.items():
+            kinds[kind] = kinds.get(kind, 0) + m
+    return lost, kinds, closes
+
+
 def git(*args):
     try:
         return subprocess.run(["git", "-C", ROOT] + list(args), capture_output=True, text=True).stdout.strip()
@@ -114,7 +134,8 @@ def main():
     ap.add_argument("--bin", action="append", required=True, metavar="LABEL=PATH",
                     help="a turnstile binary to measure, possibly followed by its own flags (repeatable)")
     ap.add_argument("--venv", required=True, help="virtualenv of the binaries' CPython")
-    ap.add_argument("--requests", type=int, default=100)
+    ap.add_argument("--requests", type=int, default=100, help="requests per client")
+    ap.add_argument("--clients", type=int, default=1, help="clients, each on its own connection")
     ap.add_argument("--pause", type=float, default=0.2, help="seconds between a client's requests")
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--extra", default="", help="more turnstile flags, e.g. '--timeout-keep-alive-drain 0'")
@@ -138,13 +159,13 @@ def main():
                 argvs[label] = argv
                 try:
                     t0 = time.monotonic()
-                    lost, kinds, closes = run_client(port, a.requests, a.pause)
+                    lost, kinds, closes = run_clients(port, a.clients, a.requests, a.pause)
                     took = time.monotonic() - t0
                 finally:
                     stop(p)
                 rows.append((label, rep + 1, lost, kinds, closes, took))
                 print("%-8s rep %d: %d of %d lost %s, %d responses with Connection: close, %.1f s" %
-                      (label, rep + 1, lost, a.requests, kinds or "", closes, took), flush=True)
+                      (label, rep + 1, lost, a.requests * a.clients, kinds or "", closes, took), flush=True)
     load_after = open("/proc/loadavg").read().strip()
     if a.no_record:
         return
@@ -157,13 +178,13 @@ def main():
                                              ", uncommitted changes" if git("status", "--porcelain", "--untracked-files=no") else ""))
         f.write("Machine: %s, %d cores shared with other engineers. Load average before: %s; after: %s\n\n" %
                 (platform_cpu(), os.cpu_count() or 0, load_before, load_after))
-        f.write("One client, %d POSTs on a kept-alive http.client connection, %.3g s apart; "
-                "a lost request is one whose connection failed under it (no retry).\n\n" % (a.requests, a.pause))
+        f.write("%d client(s), each %d POSTs on its own kept-alive http.client connection, %.3g s apart; "
+                "a lost request is one whose connection failed under it (no retry).\n\n" % (a.clients, a.requests, a.pause))
         for label, argv in argvs.items():
             f.write("- %s: `%s`\n" % (label, shlex.join(argv)))
         f.write("\n| binary | rep | lost | errors | responses with `Connection: close` | seconds |\n|---|---|---|---|---|---|\n")
         for label, rep, lost, kinds, closes, took in rows:
-            f.write("| %s | %d | %d of %d | %s | %d | %.1f |\n" % (label, rep, lost, a.requests,
+            f.write("| %s | %d | %d of %d | %s | %d | %.1f |\n" % (label, rep, lost, a.requests * a.clients,
                     ", ".join("%s %d" % kv for kv in sorted(kinds.items())) or "-", closes, took))
     print("wrote", os.path.relpath(out, ROOT))
 
