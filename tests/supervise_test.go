@@ -607,6 +607,10 @@ func TestSupervise_ReloadSyntaxError(t *testing.T) {
 
 	write(app("v3"))
 	supWaitLog(t, s, 20*time.Second, 2, "worker replaced", "cause", "reload")
+	// The replaced workers drain: an idle kept-alive connection to one of
+	// them (this client's) is still answered, by the old code and with
+	// Connection: close, for --timeout-keep-alive-drain; they exit after.
+	supWaitLog(t, s, 20*time.Second, 2, "worker stopped")
 	for i := 0; i < 10; i++ {
 		if code, body := s.Get(t, "/"); code != 200 || body != "v3" {
 			t.Fatalf("GET / after the fix = %d %q; want 200 v3", code, body)

@@ -129,6 +129,7 @@ func run() int {
 	f.IntVar(&cfg.LimitConcurrency, "limit-concurrency", 0, "most requests handled at once; more get 503 (0 = no limit)")
 	f.Var(seconds(&cfg.TimeoutRequestHeader, config.DefaultTimeoutRequestHeader), "timeout-request-header", "time from accept to the end of the request head (408)")
 	f.Var(seconds(&cfg.TimeoutKeepAlive, config.DefaultTimeoutKeepAlive), "timeout-keep-alive", "idle time allowed between requests")
+	f.Var(seconds(&cfg.TimeoutKeepAliveDrain, config.DefaultTimeoutKeepAliveDrain), "timeout-keep-alive-drain", "when a worker stops, idle kept-alive connections stay open this long (within --graceful-timeout); a request on one is served with Connection: close (0 = close at once)")
 	f.Var(seconds(&cfg.TimeoutBody, config.DefaultTimeoutBody), "timeout-body", "longest gap between reads of a request body")
 	f.IntVar(&cfg.MinBodyRate, "min-body-rate", 240, "slowest request body in bytes/s after a 5 s grace; slower gets 408 (0: off)")
 	f.Int64Var(&cfg.RequestBufferBytes, "request-buffer", config.DefaultRequestBufferBytes, "bytes of a WSGI request body Go holds in memory; the body is read whole before the app runs, the rest spooled to a temp file (0: off, the app streams the body)")

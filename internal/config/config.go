@@ -29,6 +29,7 @@ const (
 	DefaultQueueTimeout          = 30 * time.Second
 	DefaultAdminBind             = "127.0.0.1:9191"
 	DefaultGracefulTimeout       = 30 * time.Second
+	DefaultTimeoutKeepAliveDrain = time.Second
 	DefaultLimitRequestLine      = 8190
 	DefaultLimitRequestFields    = 100
 	DefaultLimitRequestFieldSize = 8190
@@ -215,6 +216,13 @@ type Config struct {
 	// GracefulTimeout is how long in-flight requests may run after
 	// SIGTERM/SIGINT before the worker exits anyway. Default 30s.
 	GracefulTimeout time.Duration `json:"graceful_timeout,omitempty"`
+	// TimeoutKeepAliveDrain is how long a stopping worker leaves an idle
+	// kept-alive connection open (a lame-duck window, within
+	// GracefulTimeout): a request arriving on it meanwhile is served with
+	// "Connection: close" (RFC 9112 §9.6); then it is closed. 1s
+	// (DefaultTimeoutKeepAliveDrain, the flag's default); zero closes idle
+	// connections at once.
+	TimeoutKeepAliveDrain time.Duration `json:"timeout_keep_alive_drain,omitempty"`
 
 	// LogLevel is debug, info, warning or error. Default info.
 	LogLevel string `json:"log_level,omitempty"`
@@ -503,7 +511,8 @@ func (c *Config) Validate() error {
 		v    time.Duration
 	}{{"timeout", c.Timeout}, {"startup-timeout", c.StartupTimeout}, {"workers-lifetime", c.WorkersLifetime},
 		{"graceful-timeout", c.GracefulTimeout}, {"timeout-request-header", c.TimeoutRequestHeader},
-		{"timeout-keep-alive", c.TimeoutKeepAlive}, {"timeout-body", c.TimeoutBody}, {"timeout-write", c.TimeoutWrite},
+		{"timeout-keep-alive", c.TimeoutKeepAlive}, {"timeout-keep-alive-drain", c.TimeoutKeepAliveDrain},
+		{"timeout-body", c.TimeoutBody}, {"timeout-write", c.TimeoutWrite},
 		{"loop-stall-threshold", c.LoopStallThreshold}, {"slow-request-threshold", c.SlowRequestThreshold}} {
 		if d.v < 0 {
 			bad("--%s %s: must not be negative", d.name, d.v)

@@ -33,12 +33,23 @@
 //     bounded by WriteTimeout.
 //  5. After the handler: no response → 500 (or 413/408/400 if the body
 //     failed); a panic → 500 and close; then the chunked terminator and a
-//     flush. A short body, a write error, Connection: close (B21) or
-//     Shutdown closes the connection: half-close, brief linger, close.
+//     flush. A short body, a write error or Connection: close (B21, and
+//     every response once Drain or Shutdown began, RFC 9112 §9.6) closes
+//     the connection: half-close, brief linger, close.
 //  6. An unread body is drained up to 256 KiB, else the connection closes;
 //     then the next (pipelined) request is read: back to 1. Pipelined
 //     requests are answered in order, each parsed only after the previous
 //     response is finished (RFC 9112 §9.3.2).
+//
+// # Drain
+//
+// Drain and Shutdown make every response whose head is not yet written
+// announce "Connection: close" (RFC 9112 §9.6) and send HTTP/2 connections
+// GOAWAY (RFC 9113 §6.8; streams up to its last-stream id are served). A
+// connection whose last response left before the drain began never heard
+// of it: Shutdown keeps it, idle, for KeepAliveDrain (a lame-duck window
+// in which a request arriving on it is served, announcing the close), then
+// closes it.
 //
 // Per kept-alive request the server sets one timer (the keep-alive
 // deadline) and, under load, makes one read: the goroutine yields once

@@ -51,7 +51,8 @@ func (w *ResponseWriter) Started() bool { return w.started }
 // contentLength is the body length in bytes, or -1 if unknown: the body is
 // then chunked for HTTP/1.1 (RFC 9112 §7.1) and close-delimited for HTTP/1.0
 // (RFC 9112 §6.3 item 8). close forces "Connection: close"; it is also sent
-// when the client asked to close, when the server is shutting down, when a
+// when the client asked to close, when the server drains (Drain, Shutdown;
+// RFC 9112 §9.6), when a
 // 100-continue body was left unrequested (RFC 9110 §10.1.1), and when a
 // response with a known length leaves more than maxDrainBytes of the
 // request body unread.
@@ -158,7 +159,7 @@ func (w *ResponseWriter) finishHead(contentType string, header []byte, n int64, 
 	if b := req.Body; n >= 0 && b.st == nil && !b.chunked && !b.eof && b.err == nil && b.remaining > maxDrainBytes {
 		close = true
 	}
-	if close || req.Close || w.c.srv.shuttingDown() {
+	if close || req.Close || w.c.srv.isDraining() {
 		w.close = true
 		bw.WriteString("Connection: close\r\n\r\n")
 	} else if req.ProtoMinor == 0 {

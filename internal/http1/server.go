@@ -144,11 +144,22 @@ type Server struct {
 	// protocol rejections and client disconnects at debug level. Nil
 	// discards.
 	Logger *slog.Logger
+	// KeepAliveDrain is how long Shutdown leaves idle kept-alive
+	// connections open (a lame-duck window): a request that arrives on
+	// one meanwhile is served, and its response carries "Connection:
+	// close" (RFC 9112 §9.6). HTTP/1.1 has no way to tell an idle
+	// connection that it is going away: closing it at once loses the
+	// request a client sends on it at that instant (a POST is not
+	// retried). After the window, idle connections are closed. It is
+	// bounded by Shutdown's context deadline. Zero or negative: idle
+	// connections are closed at once (new ones still get newConnGrace).
+	KeepAliveDrain time.Duration
 
 	mu        sync.Mutex
 	listeners map[net.Listener]struct{} // guarded by mu
 	conns     map[*conn]struct{}        // guarded by mu
 	closing   atomic.Bool               // set by Shutdown and Close
+	draining  atomic.Bool               // set by Drain, Shutdown and Close: every response says Connection: close
 	forced    atomic.Bool               // set by Close: refuse connections accepted from now on
 	serving   atomic.Int64              // Serve loops running; Shutdown waits for them (newConn)
 	nconns    atomic.Int64
@@ -160,6 +171,30 @@ type Server struct {
 }
 
 func (s *Server) shuttingDown() bool { return s.closing.Load() }
+
+// isDraining reports whether responses must announce the close.
+func (s *Server) isDraining() bool { return s.draining.Load() }
+
+// Drain begins a drain without stopping: from now on every response
+// whose head has not been written yet carries "Connection: close" (RFC
+// 9112 §9.6), so that a client does not send another request on a
+// connection that is about to close, and every HTTP/2 connection is sent
+// GOAWAY with the last stream id it has seen (RFC 9113 §6.8): streams up
+// to it are still served, the client opens later ones elsewhere. The
+// listeners keep accepting (a connection accepted now is served one
+// request and closed) until Shutdown, which a draining server is
+// expected to be given soon: a worker calls it when it asks to be
+// replaced, before the replacement is ready. Idempotent.
+func (s *Server) Drain() {
+	if s.draining.Swap(true) {
+		return
+	}
+	if s.HTTP2 != nil {
+		// Each HTTP/2 connection goes away once (x/net's shutdownOnce);
+		// Shutdown sends GOAWAY again to the ones accepted since.
+		s.HTTP2.Shutdown()
+	}
+}
 
 // ActiveConns returns the number of open connections.
 func (s *Server) ActiveConns() int { return int(s.nconns.Load()) }
@@ -276,20 +311,30 @@ func (s *Server) Serve(ln net.Listener) error {
 	}
 }
 
-// Shutdown stops accepting, closes idle connections (including new ones
-// that have sent nothing within newConnGrace of their accept), and waits
-// for the others: a request in progress finishes and its response carries
-// "Connection: close". It
-// returns nil when all connections are gone, or ctx.Err() after
-// force-closing them when ctx is done first.
+// Shutdown stops accepting and drains (see Drain): a request in
+// progress finishes, and its response carries "Connection: close" if its
+// head has not been written yet (RFC 9112 §9.6); HTTP/2 connections get
+// GOAWAY (RFC 9113 §6.8) and close once their streams are done. Idle
+// connections stay open for KeepAliveDrain, bounded by ctx's deadline (a
+// request arriving on one meanwhile is served, with "Connection: close"),
+// then they are closed (new ones that have sent nothing get at least
+// newConnGrace from their accept). It returns nil when all connections
+// are gone, or ctx.Err() after force-closing them when ctx is done first.
 func (s *Server) Shutdown(ctx context.Context) error {
+	s.draining.Store(true)
 	s.closing.Store(true)
 	s.closeListeners()
 	s.runOnShutdown()
+	lameDuck := time.Now().Add(max(s.KeepAliveDrain, 0))
+	if d, ok := ctx.Deadline(); ok && d.Before(lameDuck) {
+		lameDuck = d
+	}
 	t := time.NewTicker(10 * time.Millisecond)
 	defer t.Stop()
 	for {
-		s.closeIdle()
+		if !time.Now().Before(lameDuck) {
+			s.closeIdle()
+		}
 		if s.nconns.Load() == 0 && s.serving.Load() == 0 {
 			return nil
 		}
@@ -306,6 +351,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 // running see write errors (ErrClientGone). Serve returns ErrServerClosed.
 func (s *Server) Close() error {
 	s.forced.Store(true)
+	s.draining.Store(true)
 	s.closing.Store(true)
 	s.closeListeners()
 	s.runOnShutdown()
@@ -688,9 +734,10 @@ func (c *conn) serve() {
 		// (1) Wait for the first byte of the next request.
 		if c.br.Buffered() == 0 {
 			if !first {
-				if c.srv.shuttingDown() {
-					return
-				}
+				// Shutting down, this connection's last response did
+				// not announce the close (its head left before the
+				// drain began): it waits like any idle connection, and
+				// Shutdown closes it after KeepAliveDrain.
 				c.state.Store(stateIdle)
 				// Yield before reading: under load, by the time this
 				// goroutine runs again the client has usually sent its
@@ -816,7 +863,12 @@ func (c *conn) serveRequest() bool {
 	}
 	keep := w.finish() && !panicked
 	c.cr.bodyMode = false
-	if !keep || c.body.err != nil || s.shuttingDown() {
+	// A response that did not say "Connection: close" keeps the
+	// connection even when a drain began since its head left: closing
+	// it now, unannounced, would lose the next request the client sends
+	// on it (RFC 9112 §9.6). Shutdown closes it once idle, after
+	// KeepAliveDrain.
+	if !keep || c.body.err != nil {
 		return false
 	}
 	// (6) Drain what the handler left of the body, within a bound.

@@ -793,3 +793,93 @@ func TestServer_ShutdownServesLateAccept(t *testing.T) {
 		t.Errorf("Serve = %v; want ErrServerClosed", err)
 	}
 }
+
+// TestServer_DrainAnnouncesClose: after Drain every response carries
+// "Connection: close" (RFC 9112 §9.6), including the response of a
+// request in flight when Drain was called whose head was not written yet;
+// the listener still accepts (Shutdown stops it).
+func TestServer_DrainAnnouncesClose(t *testing.T) {
+	entered := make(chan struct{})
+	release := make(chan struct{})
+	ts := newTestServer(t, nil, func(w *ResponseWriter, r *Request) {
+		if string(r.Path) == "/slow" {
+			close(entered)
+			<-release
+		}
+		w.WriteSimple(200, "text/plain", []byte("ok"), nil)
+	})
+	busy, err := net.Dial("tcp", ts.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer busy.Close()
+	io.WriteString(busy, "GET /slow HTTP/1.1\r\nHost: a\r\n\r\n")
+	<-entered
+	ts.Drain()
+	close(release)
+	busy.SetReadDeadline(time.Now().Add(2 * time.Second))
+	out, _ := io.ReadAll(busy) // EOF: the server closes after it
+	if !strings.Contains(string(out), "Connection: close\r\n") || !strings.HasSuffix(string(out), "ok") {
+		t.Errorf("in-flight response = %q; want ok with Connection: close", out)
+	}
+	out2, eof := ts.exchange(t, "GET / HTTP/1.1\r\nHost: a\r\n\r\n", 2*time.Second)
+	if !eof || !strings.HasPrefix(out2, "HTTP/1.1 200") || !strings.Contains(out2, "Connection: close\r\n") {
+		t.Errorf("new connection while draining = %q (eof %v); want 200 with Connection: close, then EOF", out2, eof)
+	}
+}
+
+// TestServer_ShutdownKeepAliveDrain: a kept-alive connection whose last
+// response left before Shutdown (no Connection: close) stays open for
+// KeepAliveDrain: a request sent on it meanwhile is served with
+// "Connection: close"; one left idle is closed after the window, not
+// before; Shutdown returns once both are gone.
+func TestServer_ShutdownKeepAliveDrain(t *testing.T) {
+	const window = 600 * time.Millisecond
+	ts := newTestServer(t, func(s *Server) { s.KeepAliveDrain = window }, func(w *ResponseWriter, r *Request) {
+		w.WriteSimple(200, "text/plain", []byte("ok"), nil)
+	})
+	dial := func() (net.Conn, *bufio.Reader) {
+		c, err := net.Dial("tcp", ts.addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		br := bufio.NewReader(c)
+		io.WriteString(c, "GET / HTTP/1.1\r\nHost: a\r\n\r\n")
+		c.SetReadDeadline(time.Now().Add(2 * time.Second))
+		resp, err := http.ReadResponse(br, nil)
+		if err != nil || resp.Close {
+			t.Fatalf("first response: %v (close %v); want a kept-alive 200", err, resp != nil && resp.Close)
+		}
+		io.ReadAll(resp.Body)
+		return c, br
+	}
+	used, usedR := dial()
+	idle, _ := dial()
+
+	start := time.Now()
+	done := make(chan error, 1)
+	go func() { done <- ts.Shutdown(context.Background()) }()
+	time.Sleep(window / 4)
+	io.WriteString(used, "POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 2\r\n\r\nhi")
+	used.SetReadDeadline(time.Now().Add(2 * time.Second))
+	resp, err := http.ReadResponse(usedR, nil)
+	if err != nil {
+		t.Fatalf("POST on an idle connection in the window: %v; want it served", err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != 200 || string(b) != "ok" || !resp.Close {
+		t.Errorf("POST in the window = %d %q close=%v; want 200 ok with Connection: close", resp.StatusCode, b, resp.Close)
+	}
+
+	idle.SetReadDeadline(time.Now().Add(window + 3*time.Second))
+	if _, err := idle.Read(make([]byte, 1)); err != io.EOF {
+		t.Errorf("idle connection read = %v; want EOF after the window", err)
+	}
+	if d := time.Since(start); d < window {
+		t.Errorf("idle connection closed %v after Shutdown; want not before the %v window", d, window)
+	}
+	if err := <-done; err != nil {
+		t.Errorf("Shutdown = %v", err)
+	}
+}

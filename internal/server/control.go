@@ -24,6 +24,26 @@ type control struct {
 	f         *os.File
 	isReady   atomic.Bool
 	recycling atomic.Bool
+	drain     atomic.Pointer[func()] // onRecycle: begins the worker's drain
+}
+
+// onRecycle sets f to run when the worker asks to be replaced (or at
+// once, if it already has): the worker's drain begins there, not when
+// the master stops it once the replacement is ready.
+func (c *control) onRecycle(f func()) {
+	c.drain.Store(&f)
+	if c.recycling.Load() {
+		f()
+	}
+}
+
+// draining begins the worker's drain (onRecycle) without asking for a
+// replacement yet: --max-requests calls it when its last request begins,
+// so that this request's response already announces the close.
+func (c *control) draining() {
+	if f := c.drain.Load(); f != nil {
+		(*f)()
+	}
 }
 
 func openControl(fd uintptr) (*control, error) {
@@ -59,6 +79,7 @@ func (c *control) failed(reason string) {
 // recycle asks the master, once, for a graceful replacement.
 func (c *control) recycle(cause, why string) {
 	if c.recycling.CompareAndSwap(false, true) {
+		c.draining()
 		c.send("recycle " + cause + " " + why)
 	}
 }

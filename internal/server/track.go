@@ -35,6 +35,7 @@ type tracker struct {
 	timeout time.Duration
 	limit   int64 // recycle after this many requests; 0 = never
 	served  atomic.Int64
+	begun   atomic.Int64
 
 	mu       sync.Mutex
 	inflight map[*http1.Request]*entry // guarded by mu; only when timeout > 0
@@ -75,6 +76,12 @@ func (t *tracker) ServeHTTP1(w *http1.ResponseWriter, r *http1.Request) {
 			delete(t.inflight, r)
 			t.mu.Unlock()
 		}()
+	}
+	// The limit-th request begins the drain (its response, whose head is
+	// not written yet, announces the close: RFC 9112 §9.6); the
+	// replacement is asked for once that many have ended (done).
+	if t.limit > 0 && t.begun.Add(1) == t.limit {
+		t.ctl.draining()
 	}
 	defer t.done()
 	t.next.ServeHTTP1(w, r)

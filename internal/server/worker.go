@@ -125,6 +125,7 @@ func Run(cfg *config.Config, log *slog.Logger) int {
 		MaxConcurrency:      cfg.LimitConcurrency,
 		HeaderTimeout:       cfg.TimeoutRequestHeader,
 		KeepAliveTimeout:    cfg.TimeoutKeepAlive,
+		KeepAliveDrain:      cfg.TimeoutKeepAliveDrain,
 		BodyTimeout:         cfg.TimeoutBody,
 		MinBodyRate:         minBodyRate(cfg.MinBodyRate),
 		WriteTimeout:        cfg.TimeoutWrite,
@@ -138,6 +139,13 @@ func Run(cfg *config.Config, log *slog.Logger) int {
 		srv.MaxHeaderBytes = 0 // http1 derives it from the field limit
 	}
 
+	// A worker that asks to be replaced (--max-requests, --timeout) drains
+	// from then on: its responses announce the close (RFC 9112 §9.6) and
+	// its HTTP/2 connections get GOAWAY (RFC 9113 §6.8), while it keeps
+	// serving until the master stops it once the replacement is ready.
+	if worker != nil {
+		worker.ctl.onRecycle(srv.Drain)
+	}
 	sigs := make(chan os.Signal, 2)
 	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT)
 	serveErr := make(chan error, 1)
