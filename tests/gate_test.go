@@ -3,15 +3,19 @@ package tests
 // The accept gate under kept-alive load (issue 29, "New connections never
 // wait without bound"): with every thread of both workers kept busy, a
 // new connection still gets an answer within --queue-timeout (a 200, or
-// the 503 with Retry-After a queued request gets), and the master's admin
-// listener answers at once. App: testapps/sup_app.py (answers name the worker's
+// the 503 with Retry-After a queued request gets), the master's admin
+// listener answers at once, and a burst of kept-alive connections lands
+// on both workers. App: testapps/sup_app.py (answers name the worker's
 // pid).
 
 import (
+	"bufio"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -131,5 +135,69 @@ func TestGate_NewConnectionWaitsAtMostQueueTimeout(t *testing.T) {
 	t.Logf("new connections: %v; load: %d ok, %d non-200, %d errors, per pid %v", codes, ok, len(bad), len(errs), load.pids)
 	if len(errs) > 0 {
 		t.Errorf("load clients failed: %v", errs[0])
+	}
+}
+
+// A burst of kept-alive connections opened at once from one goroutine
+// (as wrk opens its 32) spreads over both workers: in all but at most
+// one of 8 bursts each worker gets at least a quarter of them. Before
+// issue 29 the worker whose poller ran first took most or all of them
+// (27, 29, 27, 32 and 20 of 32 in one run of 5 bursts).
+func TestGate_BurstSpreadsOverWorkers(t *testing.T) {
+	s := Start(t, "--workers", "2", "--blocking-threads", "2", "sup_app:app")
+	const n, bursts = 32, 8
+	total := map[string]int{}
+	bad := 0 // bursts where a worker got less than a quarter
+	for b := 0; b < bursts; b++ {
+		conns := make([]net.Conn, n)
+		for i := range conns {
+			conns[i] = dialSup(t, s.Addr)
+		}
+		for _, c := range conns {
+			io.WriteString(c, "GET /sleep?0.05 HTTP/1.1\r\nHost: a\r\n\r\n")
+		}
+		var mu sync.Mutex
+		per := map[string]int{}
+		var wg sync.WaitGroup
+		for i, c := range conns {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				c.SetReadDeadline(time.Now().Add(30 * time.Second))
+				resp, err := http.ReadResponse(bufio.NewReader(c), &http.Request{Method: "GET"})
+				if err != nil {
+					t.Errorf("burst %d connection %d: %v", b, i, err)
+					return
+				}
+				body, _ := io.ReadAll(resp.Body)
+				resp.Body.Close()
+				f := strings.Fields(string(body))
+				if resp.StatusCode != 200 || len(f) != 2 {
+					t.Errorf("burst %d connection %d: %d %q", b, i, resp.StatusCode, body)
+					return
+				}
+				mu.Lock()
+				per[f[1]]++
+				mu.Unlock()
+			}()
+		}
+		wg.Wait()
+		for _, c := range conns {
+			c.Close()
+		}
+		t.Logf("burst %d: connections per worker pid %v", b, per)
+		lopsided := len(per) < 2
+		for pid, k := range per {
+			total[pid] += k
+			lopsided = lopsided || k < n/4
+		}
+		if lopsided {
+			bad++
+		}
+		time.Sleep(300 * time.Millisecond)
+	}
+	t.Logf("%d bursts of %d: %v; %d lopsided", bursts, n, total, bad)
+	if bad > 1 {
+		t.Errorf("in %d of %d bursts of %d kept-alive connections a worker got less than a quarter; want at most 1", bad, bursts, n)
 	}
 }

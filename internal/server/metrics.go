@@ -65,6 +65,8 @@ func newMetrics(srv *http1.Server) *metrics {
 			func(g *gate) int64 { return g.gated.Load() }),
 		gateCounter("turnstile_gate_stale_accepts_total", "Connections this worker accepted while its gate was closed, because they had waited in the kernel's queue (every worker full).",
 			func(g *gate) int64 { return g.stale.Load() }),
+		gateCounter("turnstile_gate_deferred_accepts_total", "Accepts this worker deferred to let a less loaded worker take the connection.",
+			func(g *gate) int64 { return g.deferred.Load() }),
 	)
 	for i, k := range kindNames {
 		i := i
