@@ -56,8 +56,8 @@ import (
 // --queue-size and --queue-timeout: served when a thread frees, else the
 // 503 with Retry-After a queued request gets. So a new connection is
 // answered within about --queue-timeout plus a twentieth and the sweep's
-// tenth (bench/results/gate-wait-*.md: 28 s before, 2.2 s after with
-// --queue-timeout 2). The measured benefit above stays: while another
+// tenth (bench/results/gate-wait-20261201.md, --queue-timeout 2: 17-21 s
+// before, 28 s in the run; 2.2 s after). The measured benefit above stays: while another
 // worker accepts, the queue never holds a connection that long, so a
 // stuck worker takes none; and a worker that finished no request for
 // stuckAfter waits four times as long, so that a busy worker that still
@@ -65,7 +65,8 @@ import (
 //
 // The gate also spreads bursts (see deferral): with kept-alive clients a
 // connection stays on the worker that accepted it, and the first worker
-// to wake took a whole burst (32 of 32 connections of wrk).
+// to wake took a whole burst (32 of 32 connections opened as wrk opens
+// them).
 func gateModeFor(workers int) string {
 	switch m := os.Getenv("TURNSTILE_GATE"); m {
 	case "busy", "queue", "off":
