@@ -23,7 +23,7 @@ import (
 // worker's own, and the build's and tests' (Makefile, tests/, bench/).
 var reservedEnv = []string{
 	server.EnvWorker, server.EnvWorkerAdmin,
-	"TURNSTILE_BIN", "TURNSTILE_PYTHON", "TURNSTILE_POOL_TURN", "TURNSTILE_POOL_BATCH", "TURNSTILE_SYSMON_BATCH", "TURNSTILE_LOOP_BATCH", "TURNSTILE_GATE", "TURNSTILE_TEST_DB",
+	"TURNSTILE_BIN", "TURNSTILE_PYTHON", "TURNSTILE_POOL_TURN", "TURNSTILE_POOL_BATCH", "TURNSTILE_SYSMON_BATCH", "TURNSTILE_LOOP_BATCH", "TURNSTILE_GATE", "TURNSTILE_GATE_DEFER", "TURNSTILE_TEST_DB",
 }
 
 // loadConfig fills cfg from the environment and the --config file under

@@ -163,6 +163,7 @@ type Server struct {
 	forced    atomic.Bool               // set by Close: refuse connections accepted from now on
 	serving   atomic.Int64              // Serve loops running; Shutdown waits for them (newConn)
 	nconns    atomic.Int64
+	nfresh    atomic.Int64 // connections that have not begun a request (conn.fresh)
 	inflight  atomic.Int64
 	overLimit atomic.Int64 // requests answered 503 above MaxConcurrency
 
@@ -198,6 +199,11 @@ func (s *Server) Drain() {
 
 // ActiveConns returns the number of open connections.
 func (s *Server) ActiveConns() int { return int(s.nconns.Load()) }
+
+// FreshConns returns the number of open connections that have not begun
+// a request yet (accepted, no byte read): with InFlight, the requests a
+// server has taken on (the worker's accept gate spreads bursts with it).
+func (s *Server) FreshConns() int { return int(s.nfresh.Load()) }
 
 // InFlight returns the number of requests being handled (see MaxConcurrency).
 func (s *Server) InFlight() int { return int(s.inflight.Load()) }
@@ -458,8 +464,17 @@ func (s *Server) newConn(rwc net.Conn, lim limits) *conn {
 	}
 	s.conns[c] = struct{}{}
 	s.nconns.Add(1)
+	s.nfresh.Add(1)
 	s.mu.Unlock()
 	return c
+}
+
+// unfresh marks the connection as having begun a request (or closed),
+// once.
+func (c *conn) unfresh() {
+	if c.fresh.Swap(false) {
+		c.srv.nfresh.Add(-1)
+	}
 }
 
 func (c *conn) release() {
@@ -472,6 +487,7 @@ func (c *conn) release() {
 	delete(s.conns, c)
 	s.mu.Unlock()
 	s.nconns.Add(-1)
+	c.unfresh()
 	c.putReader()
 	c.putWriter()
 }
@@ -757,7 +773,7 @@ func (c *conn) serve() {
 			if !c.state.CompareAndSwap(stateIdle, stateActive) {
 				return // Shutdown closed us
 			}
-			c.fresh.Store(false)
+			c.unfresh()
 			if !first {
 				c.cr.armHead(lim.header)
 			}
@@ -1086,7 +1102,7 @@ func (c *conn) serveHTTP2() {
 	if c.srv.shuttingDown() {
 		return
 	}
-	c.fresh.Store(false)
+	c.unfresh()
 	c.state.Store(stateActive)
 	c.rwc.SetDeadline(time.Time{})
 	var nc net.Conn = c.rwc

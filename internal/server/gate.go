@@ -41,6 +41,32 @@ import (
 //
 // The environment switch TURNSTILE_GATE=busy|queue|off overrides the
 // default, for A/B runs.
+//
+// A closed gate is not a queue without bound (issue 29). With kept-alive
+// clients keeping every thread of every worker busy, requests wait in
+// each pool's queue, every gate stays closed, and a new connection used
+// to sit in the kernel's queue until a kept-alive client went away: a
+// fresh request waited 28 s under wrk -c32 on 1 s views, and a load
+// balancer's health check (a new connection) failed on a busy, healthy
+// instance. Now a closed gate watches the kernel's queue (poll(2) on the
+// listening socket, every gatePoll and at every finished request), and
+// takes a connection that has waited there staleAfterFor(--queue-timeout)
+// (a twentieth of it, 20-250 ms): only then has no worker taken it. Its
+// request then waits in this worker's queue like any other, bounded by
+// --queue-size and --queue-timeout: served when a thread frees, else the
+// 503 with Retry-After a queued request gets. So a new connection is
+// answered within about --queue-timeout plus a twentieth and the sweep's
+// tenth (bench/results/gate-wait-20261201.md, --queue-timeout 2: 17-21 s
+// before, 28 s in the issue's run; 2.2 s after). The measured benefit above stays: while another
+// worker accepts, the queue never holds a connection that long, so a
+// stuck worker takes none; and a worker that finished no request for
+// stuckAfter waits four times as long, so that a busy worker that still
+// makes progress takes the connection first.
+//
+// The gate also spreads bursts (see deferral): with kept-alive clients a
+// connection stays on the worker that accepted it, and the first worker
+// to wake took a whole burst (32 of 32 connections opened as wrk opens
+// them).
 func gateModeFor(workers int) string {
 	switch m := os.Getenv("TURNSTILE_GATE"); m {
 	case "busy", "queue", "off":
@@ -80,15 +106,29 @@ func workerFull(mode string) bool {
 
 // gate is a net.Listener whose Accept waits while full reports true. A
 // finished request wakes it (wake); otherwise it looks again every
-// gatePoll.
+// gatePoll. While it waits it watches the kernel's queue: a connection
+// that has waited there staleAfter (every worker's gate is closed) is
+// accepted anyway (staleAccept). While open, a worker with more requests
+// than its share defers each accept briefly (deferral).
 type gate struct {
 	net.Listener
+	rc      syscall.RawConn // the listening socket, for poll(2); nil if none
 	full    func() bool
 	wakeC   chan struct{}
 	waiting atomic.Bool
 	closed  chan struct{}
 	once    sync.Once
 	gated   atomic.Int64 // times Accept found the gate closed
+
+	// Accept's goroutine only (one Serve loop per gate):
+	staleAfter   time.Duration // see staleAfterFor
+	pendingSince time.Time     // first seen a connection waiting while closed; zero: none seen
+
+	lastDone atomic.Int64 // time.Now().UnixNano() of the last finished request
+	share    atomic.Int64 // see deferral; 0: none (ASGI, one worker)
+	load     atomic.Pointer[func() int]
+	stale    atomic.Int64 // connections accepted while closed (staleAccept)
+	deferred atomic.Int64 // accepts deferred (deferral)
 
 	mu      sync.Mutex
 	pending []net.Conn // drained at Close, handed out by Accept; guarded by mu
@@ -100,48 +140,242 @@ const maxDrain = 4096
 // theGate is the worker's gate, woken by the request tracker.
 var theGate atomic.Pointer[gate]
 
-// newGate wraps ln; mode is gateModeFor's.
-func newGate(ln net.Listener, mode string) *gate {
+// newGate wraps ln; mode is gateModeFor's, queueTimeout --queue-timeout.
+func newGate(ln net.Listener, mode string, queueTimeout time.Duration) *gate {
 	full := func() bool { return workerFull(mode) }
-	g := &gate{Listener: ln, full: full, wakeC: make(chan struct{}, 1), closed: make(chan struct{})}
+	g := &gate{Listener: ln, full: full, wakeC: make(chan struct{}, 1), closed: make(chan struct{}),
+		staleAfter: staleAfterFor(queueTimeout)}
+	if sc, ok := ln.(syscall.Conn); ok {
+		g.rc, _ = sc.SyscallConn()
+	}
+	g.lastDone.Store(time.Now().UnixNano())
 	theGate.Store(g)
 	return g
+}
+
+// setShare turns on the deferral (see deferral): threads is the pool's
+// size, load counts this worker's requests (http1's InFlight plus
+// FreshConns).
+func (g *gate) setShare(threads int, load func() int) {
+	g.load.Store(&load)
+	g.share.Store(2 * int64(threads))
 }
 
 // Accept waits until the worker has room, then accepts. After Close it
 // returns the connections Close drained, then net.ErrClosed.
 func (g *gate) Accept() (net.Conn, error) {
-	if c := g.pop(); c != nil {
-		return c, nil
-	}
-	if g.full() {
-		g.gated.Add(1)
-		g.waiting.Store(true)
-		t := time.NewTimer(gatePoll)
-		for g.full() {
-			select {
-			case <-g.wakeC:
-			case <-t.C:
-				t.Reset(gatePoll)
-			case <-g.closed:
-				t.Stop()
-				g.waiting.Store(false)
-				if c := g.pop(); c != nil {
-					return c, nil
-				}
-				return nil, net.ErrClosed
+	for {
+		if c := g.pop(); c != nil {
+			return c, nil
+		}
+		if g.full() {
+			if c, err := g.waitGated(); c != nil || err != nil {
+				return c, err
 			}
 		}
-		t.Stop()
-		g.waiting.Store(false)
+		if d := g.deferral(); d > 0 {
+			c, err, done := g.deferredAccept(d)
+			if done {
+				return c, err
+			}
+			continue
+		}
+		c, err := g.Listener.Accept()
+		if err != nil {
+			if p := g.pop(); p != nil {
+				return p, nil
+			}
+			return c, err
+		}
+		return c, nil
 	}
+}
+
+// waitGated waits while the gate is closed. It returns (nil, nil) when
+// the gate opens, a connection that waited staleAfter in the kernel's
+// queue, or the drained connections and then net.ErrClosed after Close.
+func (g *gate) waitGated() (net.Conn, error) {
+	g.gated.Add(1)
+	g.waiting.Store(true)
+	defer g.waiting.Store(false)
+	g.pendingSince = time.Time{}
+	t := time.NewTimer(gatePoll)
+	defer t.Stop()
+	for g.full() {
+		select {
+		case <-g.wakeC:
+		case <-t.C:
+			t.Reset(gatePoll)
+		case <-g.closed:
+			if c := g.pop(); c != nil {
+				return c, nil
+			}
+			return nil, net.ErrClosed
+		}
+		if c, err := g.staleAccept(time.Now()); c != nil || err != nil {
+			return c, err
+		}
+	}
+	return nil, nil
+}
+
+// staleAfterFor is how long a connection waits in the kernel's queue,
+// while this worker's gate is closed, before the worker accepts it
+// anyway: a twentieth of --queue-timeout, between 20 and 250 ms (250 ms
+// without a timeout). A worker that finished no request for
+// stuckAfter waits four times as long, so that a busy worker that still
+// makes progress takes the connection first.
+func staleAfterFor(queueTimeout time.Duration) time.Duration {
+	if queueTimeout <= 0 {
+		return 250 * time.Millisecond
+	}
+	return min(max(queueTimeout/20, 20*time.Millisecond), 250*time.Millisecond)
+}
+
+// stuckAfter: a worker that finished no request for this long (and is
+// gated) counts as stuck for staleAccept.
+const stuckAfter = time.Second
+
+// staleAccept accepts one connection if the kernel's queue has held one
+// for the gate's staleAfter (4× when this worker is stuck) while this
+// gate was closed: every worker is busy, and a connection must not wait
+// in the kernel without bound. The request then waits in this worker's
+// queue under --queue-size and --queue-timeout like any other: served
+// when a thread frees, or 503 with Retry-After. At most one per call
+// (one per gatePoll or finished request). (nil, nil): nothing to take.
+func (g *gate) staleAccept(now time.Time) (net.Conn, error) {
+	if !g.pendingNow() {
+		g.pendingSince = time.Time{}
+		return nil, nil
+	}
+	if g.pendingSince.IsZero() {
+		g.pendingSince = now
+		return nil, nil
+	}
+	limit := g.staleAfter
+	if now.Sub(time.Unix(0, g.lastDone.Load())) >= stuckAfter {
+		limit *= 4
+	}
+	if now.Sub(g.pendingSince) < limit {
+		return nil, nil
+	}
+	// pendingSince stays: the ones behind it have waited too, and the
+	// next call (a gatePoll later) takes the next.
+	c, err := g.tryAccept()
+	if c != nil {
+		g.stale.Add(1)
+	}
+	return c, err
+}
+
+// The deferral spreads a burst of connections over the workers. Every
+// worker's poller wakes for a new connection, and the first to run takes
+// it and, in a tight loop, the rest of the burst before the others have
+// woken (measured: 32 connections opened at once from one thread, as wrk
+// opens them, went 32-0 or 31-1 to two workers in 4 of 5 bursts). With
+// kept-alive clients they stay there: one worker served the load while
+// the other idled. A worker whose load (requests in flight, queued ones
+// included, plus connections accepted that have not begun a request)
+// exceeds its share (twice its pool threads: all busy and as many
+// queued) waits deferUnit per request over the share, at most maxDefer,
+// before it takes a waiting connection, and takes it only if no other
+// worker did meanwhile. The worker with the lighter load thus wins the
+// race; a request that would queue here anyway waits at most maxDefer
+// more; and a worker below its share never waits. Measured with these
+// values: 32-connection bursts split 16-16 to 22-10 (bench/gate_wait.py);
+// wrk -c64 with a new connection per request on a 13-byte view, where
+// both workers are over their share and defer about one accept in five,
+// 15.7 k req/s against 16.3 k with TURNSTILE_GATE_DEFER=0 (within the
+// noise of the shared machine). TURNSTILE_GATE_DEFER=0 turns it off, for
+// A/B runs. ASGI workers (no pool) do not defer.
+const (
+	deferUnit = 25 * time.Microsecond
+	maxDefer  = 500 * time.Microsecond
+)
+
+// deferral is how long to defer the next accept (0: none).
+func (g *gate) deferral() time.Duration {
+	share := g.share.Load()
+	f := g.load.Load()
+	if share <= 0 || f == nil {
+		return 0
+	}
+	excess := int64((*f)()) - share
+	if excess <= 0 {
+		return 0
+	}
+	return min(time.Duration(excess)*deferUnit, maxDefer)
+}
+
+// deferredAccept waits until a connection waits in the kernel's queue,
+// then d more, then takes it if it is still there. done false: nothing
+// taken (another worker took it, or the gate closed meanwhile); Accept
+// looks again.
+func (g *gate) deferredAccept(d time.Duration) (c net.Conn, err error, done bool) {
+	for !g.pendingWait(10) {
+		select {
+		case <-g.closed:
+			return nil, nil, false
+		default:
+		}
+		if g.full() || g.deferral() == 0 {
+			return nil, nil, false
+		}
+	}
+	time.Sleep(d)
+	g.deferred.Add(1)
+	if !g.pendingNow() {
+		return nil, nil, false
+	}
+	c, err = g.tryAccept()
+	return c, err, c != nil || err != nil
+}
+
+// pendingNow reports whether a connection waits in the kernel's queue
+// (the listening socket is readable).
+func (g *gate) pendingNow() bool { return g.pendingWait(0) }
+
+// pendingWait is pendingNow waiting up to ms milliseconds in poll(2).
+func (g *gate) pendingWait(ms int) bool {
+	if g.rc == nil {
+		return false
+	}
+	ready := false
+	g.rc.Control(func(fd uintptr) {
+		p := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
+		for {
+			n, err := unix.Poll(p, ms)
+			if err == unix.EINTR {
+				continue
+			}
+			ready = err == nil && n > 0 && p[0].Revents&unix.POLLIN != 0
+			return
+		}
+	})
+	return ready
+}
+
+// tryAccept accepts a connection waiting in the kernel's queue without
+// blocking on an empty one (another worker may have taken it): it gives
+// Accept a deadline of a millisecond. (nil, nil): none.
+func (g *gate) tryAccept() (net.Conn, error) {
+	dl, ok := g.Listener.(interface{ SetDeadline(time.Time) error })
+	if !ok {
+		return nil, nil
+	}
+	dl.SetDeadline(time.Now().Add(time.Millisecond))
 	c, err := g.Listener.Accept()
+	dl.SetDeadline(time.Time{})
 	if err != nil {
+		if ne, ok := err.(net.Error); ok && ne.Timeout() {
+			return nil, nil
+		}
 		if p := g.pop(); p != nil {
 			return p, nil
 		}
+		return nil, err
 	}
-	return c, err
+	return c, nil
 }
 
 func (g *gate) pop() net.Conn {
@@ -209,8 +443,9 @@ func (g *gate) drain() {
 	g.mu.Unlock()
 }
 
-// wake makes a waiting Accept look at the pool again.
+// wake makes a waiting Accept look at the pool again; a request ended.
 func (g *gate) wake() {
+	g.lastDone.Store(time.Now().UnixNano())
 	if g.waiting.Load() {
 		select {
 		case g.wakeC <- struct{}{}:

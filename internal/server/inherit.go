@@ -108,7 +108,7 @@ func listen(cfg *config.Config) (net.Listener, error) {
 	if err != nil {
 		return nil, fmt.Errorf("server: inherited listener (fd %d): %w", ListenerFD, err)
 	}
-	return newGate(ln, gateModeFor(cfg.Workers)), nil
+	return newGate(ln, gateModeFor(cfg.Workers), cfg.QueueTimeout), nil
 }
 
 // listenAdmin binds the admin listener: host:port, or unix:/path.

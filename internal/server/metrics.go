@@ -61,6 +61,12 @@ func newMetrics(srv *http1.Server) *metrics {
 			func() float64 { return float64(srv.ActiveConns()) }),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "turnstile_requests_over_limit_total", Help: "Requests answered 503 by --limit-concurrency, before any app code (not in turnstile_requests_total)."},
 			func() float64 { return float64(srv.OverLimit()) }),
+		gateCounter("turnstile_gate_closed_total", "Times the accept gate found this worker full and stopped accepting (workers only).",
+			func(g *gate) int64 { return g.gated.Load() }),
+		gateCounter("turnstile_gate_stale_accepts_total", "Connections this worker accepted while its gate was closed, because they had waited in the kernel's queue (every worker full).",
+			func(g *gate) int64 { return g.stale.Load() }),
+		gateCounter("turnstile_gate_deferred_accepts_total", "Accepts this worker deferred to let a less loaded worker take the connection.",
+			func(g *gate) int64 { return g.deferred.Load() }),
 	)
 	for i, k := range kindNames {
 		i := i
@@ -70,6 +76,16 @@ func newMetrics(srv *http1.Server) *metrics {
 		}, func() float64 { return float64(python.Stats().Attaches[i]) }))
 	}
 	return m
+}
+
+// gateCounter is a counter of the worker's accept gate (0 without one).
+func gateCounter(name, help string, f func(*gate) int64) prometheus.Collector {
+	return prometheus.NewCounterFunc(prometheus.CounterOpts{Name: name, Help: help}, func() float64 {
+		if g := theGate.Load(); g != nil {
+			return float64(f(g))
+		}
+		return 0
+	})
 }
 
 var codeLabels = func() []string {

@@ -146,6 +146,9 @@ func Run(cfg *config.Config, log *slog.Logger) int {
 	if worker != nil {
 		worker.ctl.onRecycle(srv.Drain)
 	}
+	if g := theGate.Load(); g != nil && kind == "wsgi" && cfg.Workers > 1 && os.Getenv("TURNSTILE_GATE_DEFER") != "0" {
+		g.setShare(cfg.BlockingThreads, func() int { return srv.InFlight() + srv.FreshConns() }) // spread bursts over the workers (gate.go)
+	}
 	sigs := make(chan os.Signal, 2)
 	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT)
 	serveErr := make(chan error, 1)
