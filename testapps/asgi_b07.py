@@ -1,7 +1,7 @@
 """B07: receive() after the complete body must wait, not return another
-http.request (nginx/unit#1561). The app of CASES.md, unchanged: 200 when a
-further receive() times out (0.5 s) while the client is still connected,
-500 when it returns anything."""
+http.request (nginx/unit#1561). The app as the case states it
+(docs/cases.md): 200 when a further receive() times out (0.5 s) while the
+client is still connected, 500 when it returns anything."""
 
 import asyncio
 

@@ -1,6 +1,6 @@
 """B08: an extra http.response.body after completion must not kill the
-worker (granian#707). The app of CASES.md, unchanged: the body "late" must
-never reach the client."""
+worker (granian#707). The app as the case states it (docs/cases.md): the
+body "late" must never reach the client."""
 
 
 async def app(scope, receive, send):

@@ -1,5 +1,5 @@
 """B09: lifespan.startup.failed must make the server exit non-zero
-(uvicorn#1066). The app of CASES.md, unchanged."""
+(uvicorn#1066). The app as the case states it (docs/cases.md)."""
 
 
 async def app(scope, receive, send):

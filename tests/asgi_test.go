@@ -3,7 +3,7 @@ package tests
 // ASGI 3.0 (HTTP 2.4, Lifespan 2.0) against the real binary: the scope, the
 // request body events, disconnects, lifespan, invalid messages, the loop's
 // default executor, /readyz during startup and --loop. Cases B07, B08, B09
-// (one worker) and B26 of /work/shared/cases/CASES.md. Apps:
+// (one worker) and B26 of docs/cases.md. Apps:
 // testapps/asgi_*.py. Frameworks from PyPI are in asgi_frameworks_test.go.
 
 import (

@@ -1,7 +1,7 @@
 package tests
 
-// Conformance cases from /work/shared/cases/CASES.md, each named after its
-// case id and served by testapps/case_<id>.py. The helpers at the bottom
+// Conformance cases of docs/cases.md, each named after its case id and
+// served by testapps/case_<id>.py. The helpers at the bottom
 // (concurrent runs, raw round trips, RSS, log records) are shared by
 // embedding_test.go, errors_test.go and lifecycle_test.go.
 

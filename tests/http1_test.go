@@ -1,6 +1,6 @@
 package tests
 
-// The HTTP/1.1 conformance cases of ../shared/cases/CASES.md run against
+// The HTTP/1.1 conformance cases of docs/cases.md run against
 // the real binary and a real WSGI app (testapps/echo.py). internal/http1
 // has the full tables; these prove the whole server frames the same way
 // and that nothing smuggled reaches Python.

@@ -3,7 +3,7 @@ package tests
 // WebSockets for ASGI apps (ASGI HTTP & WebSocket 2.5, RFC 6455) against
 // the real binary, with real clients: gorilla's Dialer, raw frames where
 // the test needs to see the wire, and the websockets package from PyPI for
-// B10. Cases B10, B11, B13, B14 and B29 of /work/shared/cases/CASES.md.
+// B10. Cases B10, B11, B13, B14 and B29 of docs/cases.md.
 // Apps: testapps/ws_echo.py, ws_cases.py, ws_fastapi.py.
 
 import (

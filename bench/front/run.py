@@ -34,7 +34,7 @@ def main():
     a = p.parse_args()
     os.makedirs(a.out, exist_ok=True)
     binp = os.path.join(T.WORK, "front-%d" % os.getpid())
-    subprocess.run(["go", "build", "-o", binp, "./bench/front"], cwd=T.ROOT, check=True)
+    subprocess.run(["go", "build", "-o", binp, "./front"], cwd=T.BENCH, check=True)  # bench/ is its own module
     st = T.stamp()
     base = os.path.join(a.out, "front-%s" % st)
     load_before, started = T.R.loadavg(), T.R.utcnow()
@@ -110,7 +110,7 @@ def main():
     summary = "\n".join(out)
     print("\n" + summary)
     T.write_meta(base + ".meta.txt", "front — internal/http1 vs net/http, Go-only hello (issue 3)", commands, [
-        "go build -o bench/work/front ./bench/front (at the repo state in 'repo' above)",
+        "cd bench && go build -o work/front ./front (at the repo state in 'repo' above)",
         "%d pairs, order alternated, warm-up %ds discarded, fresh server per run" % (a.pairs, a.warmup),
     ], T.default_venv(), "not used (Go-only)", load_before, started, summary)
     print("\nwrote %s.{csv,meta.txt}" % base)

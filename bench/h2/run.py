@@ -170,7 +170,7 @@ def main():
     started, load_before, stamp = R.utcnow(), R.loadavg(), T.stamp()
     tbin, tinfo = T.snapshot_turnstile(a.turnstile_bin)
     if any(s.startswith("front-") for s in servers):
-        subprocess.run(["go", "build", "-o", FRONT, "./bench/h2/front"], cwd=T.ROOT, check=True)
+        subprocess.run(["go", "build", "-o", FRONT, "./h2/front"], cwd=T.BENCH, check=True)  # bench/ is its own module
     cert, key = certs()
     logdir = os.path.join(T.WORK, "h2-logs-" + stamp)
     os.makedirs(a.out, exist_ok=True)

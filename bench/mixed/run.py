@@ -17,7 +17,7 @@ for --duration s. Fast-route rps, p50, p99, p99.9, max, errors per config.
 
 Targets (issue 4), per server: sleeping slow views keep fast p99 <= 2x its
 slow=0 value; CPU slow views keep it <= slow=0 + 2 switch intervals (10 ms).
-B34 (CASES.md): /io p99 < 10 x baseline + 20 ms, max < 1 s, 0 errors.
+B34 (docs/cases.md): /io p99 < 10 x baseline + 20 ms, max < 1 s, 0 errors.
 """
 
 import argparse

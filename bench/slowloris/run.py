@@ -13,7 +13,7 @@ turnstile (one worker, 4 threads) runs with short timeouts
              process, as curl would be), for the whole run
 
 Each slow socket is watched until it reads EOF, a reset or a response (408
-or other); its lifetime is measured from connect. Checks (CASES.md B40):
+or other); its lifetime is measured from connect. Checks (docs/cases.md, B40):
 every slow socket closed within its timeout + 2 s; normal p99 < 200 ms and
 no normal request failing; the worker's fd count (/proc/<worker>/fd, the
 worker = the master's child) back to its baseline after the attack.

@@ -1,0 +1,17 @@
+module turnstile/bench
+
+go 1.26.8
+
+require (
+	github.com/gorilla/websocket v1.5.3
+	golang.org/x/net v0.62.0
+	turnstile v0.0.0
+)
+
+require golang.org/x/text v0.43.0 // indirect
+
+// The bench front ends (front/, h2/front/) build the server's own
+// connection layers, turnstile/internal/http1 and turnstile/internal/h2,
+// from this checkout: Go lets turnstile/bench/... import turnstile/internal/...
+// since both paths are rooted at turnstile/.
+replace turnstile => ../
