@@ -144,16 +144,22 @@ func init() {
 }
 
 // setProcessName sets the name ps -e and top show for this process (the
-// kernel's comm, 15 bytes at most: prctl(2) PR_SET_NAME), which is "exe"
-// for a worker the master started through /proc/self/exe. Package init
-// runs on the main thread, whose name is the process's; threads started
-// after it (Python's, Go's) inherit it. The command line ps -f shows is
-// the master's argv[0] (supervise: "turnstile: worker N [app]").
+// kernel's comm, 15 bytes at most), which is "exe" for a worker the master
+// started through /proc/self/exe. It runs in package init, before Python
+// starts a thread: every thread there is Go's, and each is renamed, since
+// internal/sysmon tells Go's threads from Python's (ts-py-N, ts-loop-0) by
+// the main thread's name; threads started later inherit it. The command
+// line ps -f shows is the master's argv[0] (supervise: "turnstile: worker
+// N [app]").
 func setProcessName(name string) {
 	if len(name) > 15 {
 		name = name[:15]
 	}
 	_ = unix.Prctl(unix.PR_SET_NAME, uintptr(unsafe.Pointer(unsafe.StringData(name+"\x00"))), 0, 0, 0)
+	tasks, _ := os.ReadDir("/proc/self/task")
+	for _, t := range tasks {
+		_ = os.WriteFile("/proc/self/task/"+t.Name()+"/comm", []byte(name), 0)
+	}
 }
 
 // unsetWorkerEnv takes the worker's own variables (read above) out of the
