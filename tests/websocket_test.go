@@ -440,6 +440,11 @@ func TestWS_AppClose(t *testing.T) {
 	for !strings.Contains(s.Logs(), "boom after accept") && time.Now().Before(deadline) {
 		time.Sleep(20 * time.Millisecond)
 	}
+	// The reserved 1006 the app asked for is said in the log (a warning),
+	// not dropped silently.
+	if !strings.Contains(s.Logs(), "websocket.close code 1006 may not be sent") {
+		t.Error("no warning logged for the app's reserved close code 1006")
+	}
 	if !strings.Contains(s.Logs(), "boom after accept") {
 		t.Error("the app's exception after accept was not logged")
 	}

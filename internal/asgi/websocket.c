@@ -217,6 +217,15 @@ ts_ws_close(ts_channel *ch, PyObject *args)
         }
     }
     if (code == 1004 || code == 1005 || code == 1006 || (code >= 1015 && code < 3000)) {
+        /* said once per call site (the warnings filter), in the log as a
+         * WARNING record: the app's code and reason do not reach the
+         * client */
+        if (PyErr_WarnFormat(PyExc_RuntimeWarning, 1,
+                             "websocket.close code %d may not be sent (RFC 6455 section 7.4): "
+                             "the close frame goes without a code or reason (the client sees 1005)",
+                             code) < 0) {
+            return NULL;
+        }
         if (append_record(ch->slot, TS_WS_CLOSE, NULL, 0, NULL, 0) < 0) {
             return NULL;
         }

@@ -135,7 +135,8 @@ func CipherName(id uint16) string {
 // operators (HIGH, !aNULL, +RSA, @STRENGTH) are not taken. It returns the
 // suites, and the names that were skipped: OpenSSL names Go does not
 // implement (notInGo) and TLS 1.3 names. An unknown name, an RC4 suite
-// (RFC 7465 forbids them) or a list that leaves no suite is an error
+// (RFC 7465 forbids them), a 3DES one (SWEET32) or a list that leaves no
+// suite is an error
 // naming the value.
 func ParseCiphers(s string) (ids []uint16, skipped []string, err error) {
 	names := strings.FieldsFunc(s, func(r rune) bool { return r == ':' || r == ',' || r == ' ' || r == '\t' })
@@ -147,6 +148,8 @@ func ParseCiphers(s string) (ids []uint16, skipped []string, err error) {
 		switch {
 		case ok && strings.Contains(tls.CipherSuiteName(id), "_RC4_"):
 			return nil, nil, fmt.Errorf("--ssl-ciphers: %s is an RC4 suite, which TLS must not negotiate (RFC 7465)", n)
+		case ok && strings.Contains(tls.CipherSuiteName(id), "_3DES_"):
+			return nil, nil, fmt.Errorf("--ssl-ciphers: %s is a 3DES suite, open to SWEET32 (CVE-2016-2183; RFC 9325 §4.1 forbids it)", n)
 		case ok:
 			if !seen[id] {
 				seen[id] = true

@@ -80,6 +80,8 @@ func TestParseCiphers(t *testing.T) {
 		{in: "ECDHE-RSA-AES128-GCM-SHA256:NOPE", err: `unknown cipher "NOPE"`},
 		{in: "HIGH:!aNULL", err: `unknown ciphers "HIGH", "!aNULL"`},
 		{in: "RC4-SHA", err: "RFC 7465"},
+		{in: "DES-CBC3-SHA", err: "SWEET32"},
+		{in: "ECDHE-RSA-DES-CBC3-SHA", err: "SWEET32"},
 		{in: " : ", err: "no cipher named"},
 		{in: "DHE-RSA-AES128-GCM-SHA256", err: "no TLS 1.2 suite left (Go does not implement DHE-RSA-AES128-GCM-SHA256)"},
 		{in: "TLS_AES_128_GCM_SHA256:DHE-RSA-AES128-SHA", err: "(Go does not implement DHE-RSA-AES128-SHA; TLS 1.3 suites are always on: TLS_AES_128_GCM_SHA256)"},
