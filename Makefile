@@ -33,12 +33,18 @@ build: check-python
 	go build -ldflags "-X turnstile/internal/python.BuildExecutable=$(PY_REAL)" -o $(BIN) ./cmd/turnstile
 	$(if $(filter default,$(origin PYTHON)),ln -sf turnstile-$(PY_VERSION) bin/turnstile)
 
+# The stamp names the interpreter that made the virtualenv: another one of
+# the same minor version (Debian's 3.11 and pyenv's) makes it again, since
+# the binary refuses a virtualenv of another Python install.
 $(VENV)/.installed: requirements/test.txt
 	$(PYTHON) -m venv $(VENV)
 	$(VENV)/bin/pip install -q --disable-pip-version-check -r requirements/test.txt
-	touch $@
+	echo "$(PY_REAL)" > $@
 
-venv: check-python $(VENV)/.installed
+venv: check-python
+	@if [ -f $(VENV)/.installed ] && [ "$$(cat $(VENV)/.installed)" != "$(PY_REAL)" ]; then \
+		echo "make: $(VENV) was made by another Python; making it again with $(PY_REAL)"; rm -rf $(VENV); fi
+	@$(MAKE) --no-print-directory $(VENV)/.installed
 
 run: build venv
 	$(BIN) --venv $(VENV) --app-dir examples/hello --port 8000 app:app
