@@ -93,7 +93,13 @@ func startInterface(kind string, cfg *config.Config, log *slog.Logger, m *metric
 				if m != nil {
 					m.observe(res)
 				}
-				if access {
+				if access && res.Withdrawn {
+					// Status 499 (nginx's "client closed request"): no
+					// response was sent.
+					log.Info("access", "remote", addrString(r.RemoteAddr), "method", string(r.Method), "target", string(r.Target),
+						"status", res.Status, "duration_ms", float64(res.Duration.Microseconds())/1000,
+						"queue_wait_us", res.QueueWait.Microseconds(), "withdrawn", true)
+				} else if access {
 					log.Info("access", "remote", addrString(r.RemoteAddr), "method", string(r.Method), "target", string(r.Target),
 						"status", res.Status, "duration_ms", float64(res.Duration.Microseconds())/1000,
 						"queue_wait_us", res.QueueWait.Microseconds(), "gil_wait_us", res.GILWait.Microseconds())

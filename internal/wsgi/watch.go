@@ -47,7 +47,7 @@ func Requests() []InFlight {
 	for s := range registry.slots {
 		s.rec.Read(func(method, path []byte, start time.Time) {
 			r := InFlight{Method: string(method), Path: string(path), Start: start, Thread: -1}
-			if s.job.base.started_ns >= s.job.base.enqueued_ns && s.job.base.started_ns != 0 {
+			if !s.queued() {
 				r.Thread = int(s.job.base.thread_index)
 			}
 			out = append(out, r)
@@ -56,10 +56,11 @@ func Requests() []InFlight {
 	return out
 }
 
-// sweepEvery is how often sweepSlots runs for a handler whose
-// QueueTimeout is d: a tenth of it, between 5 ms and 1 s (1 s without a
-// timeout). A request past QueueTimeout is answered within that much after
-// it.
+// sweepEvery is how often sweepSlots runs while no request is in flight,
+// for a handler whose QueueTimeout is d: a tenth of it, between 5 ms and
+// 1 s (1 s without a timeout). While requests are in flight it runs every
+// GoneEvery, or that tenth when shorter. A request past QueueTimeout is
+// answered within that much after it.
 func sweepEvery(d time.Duration) time.Duration {
 	if d <= 0 {
 		return time.Second
@@ -72,43 +73,27 @@ func sweepEvery(d time.Duration) time.Duration {
 const trimEvery = time.Second
 
 // sweepSlots runs for ever, one goroutine per handler (instead of a timer
-// armed and stopped per request). Each tick it answers the requests that
-// have waited for a pool thread longer than h.QueueTimeout: a job still
-// in the queue is withdrawn (ts_pool_cancel) and its goroutine woken with
-// expired set, to answer 503. Every trimEvery it frees the idle slots no
-// request needed since the last trim.
+// armed and stopped per request, or a goroutine per request watching its
+// connection). Each tick it sweeps the queued requests (gone.go): those
+// that waited for a pool thread longer than h.QueueTimeout are withdrawn
+// (ts_pool_cancel) and their goroutines woken to answer 503; those whose
+// client left are withdrawn and dropped. Every trimEvery it frees the idle
+// slots no request needed since the last trim.
 func (h *Handler) sweepSlots() {
+	idle := sweepEvery(h.QueueTimeout)
+	busy := min(GoneEvery, idle)
 	lastTrim := time.Now()
-	for now := range time.Tick(sweepEvery(h.QueueTimeout)) {
-		if h.QueueTimeout > 0 {
-			h.expireQueued(now)
+	t := time.NewTimer(idle)
+	for now := range t.C {
+		next := idle
+		if h.sweep(now) > 0 {
+			next = busy
 		}
 		if now.Sub(lastTrim) >= trimEvery {
 			lastTrim = now
 			h.trim()
 		}
-	}
-}
-
-func (h *Handler) expireQueued(now time.Time) {
-	registry.mu.Lock()
-	defer registry.mu.Unlock()
-	for s := range registry.slots {
-		if s.h != h {
-			continue
-		}
-		// Under the record's lock the slot cannot finish this request
-		// and begin another: the job withdrawn is the one that started
-		// at start. A job a thread took already is not withdrawn.
-		s.rec.Read(func(_, _ []byte, start time.Time) {
-			if now.Sub(start) >= h.QueueTimeout && s.cancel() {
-				s.expired.Store(true)
-				select { // a withdrawn job never completes: the buffer is free
-				case s.done <- struct{}{}:
-				default:
-				}
-			}
-		})
+		t.Reset(next)
 	}
 }
 
