@@ -5,14 +5,19 @@ package tests
 // started. Apps: testapps/withdraw_app.py, testapps/timeout_asgi.py.
 
 import (
+	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"regexp"
 	"strconv"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 )
+
+const pastTimeout = "request running past --timeout; replacing this worker gracefully"
 
 // getTimed GETs path with a generous client timeout and returns status and
 // body ("" and the error text on failure).
@@ -24,6 +29,90 @@ func getTimed(url string) (int, string) {
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
 	return resp.StatusCode, string(b)
+}
+
+// One thread, six concurrent 1 s requests: the last waits 5 s in the queue,
+// longer than --timeout 3 and --slow-request-threshold 2s, but none runs
+// for more than 1 s: no "running past --timeout", no replacement, no slow
+// request record. A single 5 s view then gets all three.
+func TestTimeout_QueuedIsNotRunning(t *testing.T) {
+	s := Start(t, "--workers", "1", "--threads", "1", "--timeout", "3", "--slow-request-threshold", "2s", "withdraw_app:app")
+	var wg sync.WaitGroup
+	results := make([]string, 6)
+	for i := range results {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			code, body := getTimed(s.URL + "/sleep?1")
+			results[i] = fmt.Sprintf("%d %s", code, body)
+		}()
+	}
+	wg.Wait()
+	for i, r := range results {
+		if r != "200 slept" {
+			t.Errorf("request %d = %q; want 200 slept", i, r)
+		}
+	}
+	time.Sleep(time.Second) // a tick of the tracker (timeout/4) and of the watchdog
+	logs := s.Logs()
+	if n := supCount(logs, pastTimeout); n != 0 {
+		t.Errorf("%d %q records for requests that queued, not ran, past --timeout", n, pastTimeout)
+	}
+	if n := supCount(logs, "worker replaced"); n != 0 {
+		t.Errorf("a healthy, merely busy worker was replaced (%d records)", n)
+	}
+	if n := supCount(logs, "slow request"); n != 0 {
+		t.Errorf("%d slow-request records for 1 s views that waited in the queue", n)
+	}
+
+	// The control: a view that runs 5 s is stuck past --timeout 3.
+	if code, body := getTimed(s.URL + "/sleep?5"); code != 200 || body != "slept" {
+		t.Fatalf("GET /sleep?5 = %d %q", code, body)
+	}
+	supWaitLog(t, s, 10*time.Second, 1, pastTimeout, "target", "/sleep?5")
+	supWaitLog(t, s, 20*time.Second, 1, "worker replaced", "cause", "timeout")
+	if n := supCount(s.Logs(), "slow request", "path", "/sleep"); n == 0 {
+		t.Errorf("no slow-request record for the 5 s view")
+	}
+	for _, rec := range supRecords(s.Logs()) {
+		if rec["msg"] == pastTimeout {
+			if st, _ := rec["stack"].(string); !strings.Contains(st, "withdraw_app.py") {
+				t.Errorf("stuck request logged with stack %q; want the app's frames", st)
+			}
+		}
+	}
+}
+
+// ASGI: --timeout is about a loop that does not turn. A request awaiting
+// asyncio.sleep(5) under --timeout 2 leaves the loop free: no replacement.
+// A request that blocks the loop for 4 s is.
+func TestTimeout_ASGIAwaitIsNotStuck(t *testing.T) {
+	s := Start(t, "--workers", "1", "--timeout", "2", "timeout_asgi:app")
+	if code, body := getTimed(s.URL + "/sleep?5"); code != 200 || body != "slept" {
+		t.Fatalf("GET /sleep?5 = %d %q", code, body)
+	}
+	time.Sleep(time.Second)
+	logs := s.Logs()
+	if n := supCount(logs, pastTimeout) + supCount(logs, "event loop blocked past --timeout; replacing this worker gracefully"); n != 0 {
+		t.Errorf("%d --timeout records for a request that only awaited", n)
+	}
+	if n := supCount(logs, "worker replaced"); n != 0 {
+		t.Errorf("the worker of an idle loop was replaced (%d records)", n)
+	}
+
+	// The control: a loop blocked 4 s is stuck past --timeout 2.
+	if code, body := getTimed(s.URL + "/block?4"); code != 200 || body != "blocked" {
+		t.Fatalf("GET /block?4 = %d %q", code, body)
+	}
+	supWaitLog(t, s, 10*time.Second, 1, "event loop blocked past --timeout; replacing this worker gracefully")
+	supWaitLog(t, s, 20*time.Second, 1, "worker replaced", "cause", "timeout")
+	for _, rec := range supRecords(s.Logs()) {
+		if rec["msg"] == "event loop blocked past --timeout; replacing this worker gracefully" {
+			if st, _ := rec["stack"].(string); !strings.Contains(st, "timeout_asgi.py") {
+				t.Errorf("blocked loop logged with stack %q; want the app's frames", st)
+			}
+		}
+	}
 }
 
 // holdThread starts GET path on the one pool thread and returns a channel

@@ -38,6 +38,11 @@ func startWatchdog(kind string, cfg *config.Config, log *slog.Logger, m *metrics
 	if wd.SlowRequest < 0 {
 		wd.SlowRequest = 0
 	}
+	if wd.Loop && cfg.Timeout > 0 && (wd.StallThreshold == 0 || wd.StallThreshold > cfg.Timeout) {
+		// --timeout on ASGI is a loop that has not turned for that long
+		// (track.go): the loop is watched, at the timeout at the latest.
+		wd.StallThreshold = cfg.Timeout
+	}
 	if m != nil && wd.Loop { // the loop's lag and stalls: an ASGI worker's only
 		m.reg.MustRegister(wd.Collectors()...)
 	}

@@ -4,14 +4,23 @@ import (
 	"slices"
 	"sync"
 	"time"
+
+	"turnstile/internal/python"
 )
 
-// InFlight is one WSGI request being served, for the slow-request sampler.
+// InFlight is one WSGI request being served, for the slow-request sampler
+// and --timeout.
 type InFlight struct {
 	Method, Path string
+	Target       string // the request-target as sent (path and query)
+	Remote       string // the client's address
 	Start        time.Time
 	// Thread is the pool thread running it, or -1 while it is queued.
 	Thread int
+	// Running is when a pool thread took it (zero while it is queued):
+	// --timeout and the slow-request log measure from here, not from
+	// Start, so a request that merely waits for a busy pool is not slow.
+	Running time.Time
 }
 
 // registry lists every slot that exists (getSlot to freeSlot, which is
@@ -44,11 +53,19 @@ func Requests() []InFlight {
 	registry.mu.Lock()
 	defer registry.mu.Unlock()
 	var out []InFlight
+	now, nowNs := time.Now(), python.Now()
 	for s := range registry.slots {
 		s.rec.Read(func(method, path []byte, start time.Time) {
 			r := InFlight{Method: string(method), Path: string(path), Start: start, Thread: -1}
-			if !s.queued() {
-				r.Thread = int(s.job.base.thread_index)
+			if s.r != nil { // set before the record began, cleared after it ended
+				r.Target = string(s.r.Target)
+				if s.r.RemoteAddr != nil {
+					r.Remote = s.r.RemoteAddr.String()
+				}
+			}
+			if b := &s.job.base; !s.queued() {
+				r.Thread = int(b.thread_index)
+				r.Running = now.Add(-time.Duration(nowNs - int64(b.started_ns)))
 			}
 			out = append(out, r)
 		})
