@@ -5,6 +5,7 @@ package tests
 // started. Apps: testapps/withdraw_app.py, testapps/timeout_asgi.py.
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"net"
@@ -280,5 +281,50 @@ func TestWithdraw_HalfCloseAndPipelined(t *testing.T) {
 	}
 	if v := metricValue(t, s, "turnstile_requests_withdrawn_total"); v != 1 {
 		t.Errorf("turnstile_requests_withdrawn_total = %v; want 1", v)
+	}
+}
+
+// HTTP/2 (h2c): streams reset by the client while queued are withdrawn,
+// and the connection's other streams are served (a reset is per stream).
+func TestWithdraw_H2StreamReset(t *testing.T) {
+	s := Start(t, "--workers", "1", "--threads", "1", "withdraw_app:app")
+	held := holdThread(t, s, "/sleep?2")
+	cc := h2cConn(t, s.Addr)
+	var wg sync.WaitGroup
+	for i := 0; i < 5; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+			defer cancel()
+			req, _ := http.NewRequestWithContext(ctx, "GET", "http://"+s.Addr+"/work?1", nil)
+			if resp, err := cc.RoundTrip(req); err == nil {
+				resp.Body.Close()
+				t.Errorf("abandoned stream answered %d; want the client's cancellation", resp.StatusCode)
+			}
+		}()
+	}
+	wg.Wait()
+	time.Sleep(200 * time.Millisecond)
+	req, _ := http.NewRequest("GET", "http://"+s.Addr+"/", nil)
+	resp, err := cc.RoundTrip(req)
+	if err != nil {
+		t.Fatalf("fresh stream on the same connection: %v", err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	answered := time.Now()
+	heldEnd := <-held
+	if resp.StatusCode != 200 || string(body) != "ok" {
+		t.Fatalf("fresh stream = %d %q", resp.StatusCode, body)
+	}
+	if d := answered.Sub(heldEnd); d > 1500*time.Millisecond {
+		t.Errorf("fresh stream answered %v after the held request ended; want at once", d)
+	}
+	if _, ran := getTimed(s.URL + "/ran"); ran != "0" {
+		t.Errorf("/work started %s times; want 0", ran)
+	}
+	if v := metricValue(t, s, "turnstile_requests_withdrawn_total"); v != 5 {
+		t.Errorf("turnstile_requests_withdrawn_total = %v; want 5", v)
 	}
 }
