@@ -174,11 +174,11 @@ func runningRequests() string {
 	sort.Slice(reqs, func(i, j int) bool { return reqs[i].Start.Before(reqs[j].Start) })
 	parts := make([]string, len(reqs))
 	for i, r := range reqs {
-		state := " running "
-		if r.Thread < 0 {
-			state = " queued "
+		state, since := " running ", r.Running
+		if r.Running.IsZero() {
+			state, since = " queued ", r.Start
 		}
-		parts[i] = r.Method + " " + r.Path + state + time.Since(r.Start).Round(time.Millisecond).String()
+		parts[i] = r.Method + " " + r.Path + state + time.Since(since).Round(time.Millisecond).String()
 	}
 	return strings.Join(parts, ", ")
 }
