@@ -101,7 +101,7 @@ func run() int {
 	f.Float64Var(&cfg.SwitchInterval, "switch-interval", 0, "sys.setswitchinterval in seconds (0: CPython's 0.005)")
 	f.IntVar(&cfg.Workers, "workers", 1, "worker processes, each with its own CPython, under a master")
 	f.Var(seconds(&cfg.StartupTimeout, config.DefaultStartupTimeout), "startup-timeout", "longest a worker may take to import the app and serve (seconds or a duration)")
-	f.Var(seconds(&cfg.Timeout, 0), "timeout", "a request running longer is logged and its worker replaced gracefully (seconds or a duration; 0 = off)")
+	f.Var(seconds(&cfg.Timeout, 0), "timeout", "a worker stuck this long is logged and replaced gracefully: a WSGI request running (not queued) this long, or an ASGI event loop not turning this long (seconds or a duration; 0 = off)")
 	f.IntVar(&cfg.MaxRequests, "max-requests", 0, "replace a worker after this many requests (0 = never)")
 	f.IntVar(&cfg.MaxRequestsJitter, "max-requests-jitter", 0, "add a random 0..N to --max-requests per worker")
 	f.Var(seconds(&cfg.WorkersLifetime, 0), "workers-lifetime", "replace a worker this long after it started serving (seconds or a duration; 0 = never)")

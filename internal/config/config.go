@@ -151,10 +151,11 @@ type Config struct {
 	// worker kept. A slow import is not a stall: keep it generous.
 	// Default 120s.
 	StartupTimeout time.Duration `json:"startup_timeout,omitempty"`
-	// Timeout bounds one request: a request still running past it is
-	// logged and its worker replaced gracefully (the replacement starts,
-	// then the old worker stops accepting and gets GracefulTimeout to
-	// finish). Default 0: off.
+	// Timeout bounds how long a worker may be stuck: a WSGI request a
+	// pool thread has been running (not counting its time queued), or
+	// the ASGI event loop not turning, past it is logged and the worker
+	// replaced gracefully (the replacement starts, then the old worker
+	// stops accepting and gets GracefulTimeout to finish). Default 0: off.
 	Timeout time.Duration `json:"timeout,omitempty"`
 	// MaxRequests recycles a worker after it has served this many
 	// requests, plus a random 0..MaxRequestsJitter per worker so that

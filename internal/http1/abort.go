@@ -25,3 +25,20 @@ func (w *ResponseWriter) Abort() {
 		w.err = errAborted
 	}
 }
+
+// Drop ends a request that gets no response because its client has gone
+// (a queued WSGI request withdrawn, internal/wsgi/gone.go): nothing is
+// written, the connection is closed after the handler returns (an HTTP/2
+// stream is reset), and the server does not answer 500 for a handler that
+// wrote nothing. After a response has started it is Abort.
+func (w *ResponseWriter) Drop() {
+	if w.started {
+		w.Abort()
+		return
+	}
+	w.started = true
+	w.err = errAborted
+	if w.st != nil {
+		w.st.aborted = true
+	}
+}

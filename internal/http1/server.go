@@ -416,8 +416,9 @@ type conn struct {
 	addrs   AddrText // req.Addrs
 	body    Body
 	w       ResponseWriter
-	scratch []byte // for draining chunked bodies; allocated on first use
-	bg      bgRead // NotifyClose's background read (watch.go)
+	scratch []byte    // for draining chunked bodies; allocated on first use
+	bg      bgRead    // NotifyClose's background read (watch.go)
+	poll    pollState // Presence's socket, found once (watch.go)
 
 	hijacked bool   // the handler took the connection over (hijack.go)
 	scheme   string // "https" on TLS, else ""; copied to each Request

@@ -72,6 +72,9 @@ pop_locked(void)
         if (head == NULL) {
             tail = NULL;
         }
+        else {
+            head->prev = NULL;
+        }
         job->next = NULL;
         job->state = TS_JOB_RUNNING;
         queued--;
@@ -201,12 +204,14 @@ ts_pool_submit(ts_job *job)
 
     job->enqueued_ns = ts_now_ns();
     job->next = NULL;
+    job->prev = NULL;
     pthread_mutex_lock(&lock);
     if (stopping || queued >= queue_bound) {
         pthread_mutex_unlock(&lock);
         return -1;
     }
     job->state = TS_JOB_QUEUED;
+    job->prev = tail;
     if (tail != NULL) {
         tail->next = job;
     }
@@ -228,29 +233,30 @@ ts_pool_submit(ts_job *job)
 int
 ts_pool_cancel(ts_job *job)
 {
-    ts_job *prev = NULL, *cur;
     int removed = 0;
 
+    /* The state is read and changed under the lock pop_locked takes a job
+     * under: a job is either taken (RUNNING) or withdrawn (IDLE), never
+     * both. Unlinked through prev/next, in O(1): a burst of 2 000
+     * abandoned requests is withdrawn without walking the queue. */
     pthread_mutex_lock(&lock);
     if (job->state == TS_JOB_QUEUED) {
-        for (cur = head; cur != NULL && cur != job; cur = cur->next) {
-            prev = cur;
+        if (job->prev != NULL) {
+            job->prev->next = job->next;
         }
-        if (cur != NULL) {
-            if (prev != NULL) {
-                prev->next = cur->next;
-            }
-            else {
-                head = cur->next;
-            }
-            if (tail == cur) {
-                tail = prev;
-            }
-            cur->next = NULL;
-            cur->state = TS_JOB_IDLE;
-            queued--;
-            removed = 1;
+        else {
+            head = job->next;
         }
+        if (job->next != NULL) {
+            job->next->prev = job->prev;
+        }
+        else {
+            tail = job->prev;
+        }
+        job->next = job->prev = NULL;
+        job->state = TS_JOB_IDLE;
+        queued--;
+        removed = 1;
     }
     pthread_mutex_unlock(&lock);
     return removed;

@@ -111,7 +111,8 @@ typedef struct ts_job ts_job;
 /* ts_job is the head of every unit of work handed to the pool. run is
  * called on a pool thread, attached, and must leave no exception set. */
 struct ts_job {
-    ts_job *next;
+    ts_job *next, *prev;     /* the queue (pool.c): doubly linked, so that a
+                                withdrawal (ts_pool_cancel) is O(1) */
     void (*run)(ts_job *job, ts_thread *t);
     int64_t enqueued_ns;
     int64_t started_ns;
@@ -140,7 +141,9 @@ int ts_pool_start(int n, int queue_size, size_t stack_bytes);
 int ts_pool_submit(ts_job *job);
 
 /* ts_pool_cancel removes job if it is still queued: returns 1 if removed,
- * 0 if a thread already took it. */
+ * 0 if a thread already took it (or it was not queued). Under the pool's
+ * lock, where a thread takes a job: take and withdraw cannot both win.
+ * O(1). Never blocks for long, never attaches. */
 int ts_pool_cancel(ts_job *job);
 
 /* ts_pool_stop wakes every thread, lets running jobs finish and joins the

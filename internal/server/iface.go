@@ -38,6 +38,11 @@ func startWatchdog(kind string, cfg *config.Config, log *slog.Logger, m *metrics
 	if wd.SlowRequest < 0 {
 		wd.SlowRequest = 0
 	}
+	if wd.Loop && cfg.Timeout > 0 && (wd.StallThreshold == 0 || wd.StallThreshold > cfg.Timeout) {
+		// --timeout on ASGI is a loop that has not turned for that long
+		// (track.go): the loop is watched, at the timeout at the latest.
+		wd.StallThreshold = cfg.Timeout
+	}
 	if m != nil && wd.Loop { // the loop's lag and stalls: an ASGI worker's only
 		m.reg.MustRegister(wd.Collectors()...)
 	}
@@ -94,7 +99,13 @@ func startInterface(kind string, cfg *config.Config, log *slog.Logger, m *metric
 				if m != nil {
 					m.observe(res)
 				}
-				if access {
+				if access && res.Withdrawn {
+					// Status 499 (nginx's "client closed request"): no
+					// response was sent.
+					log.Info("access", "remote", addrString(r.RemoteAddr), "method", string(r.Method), "target", string(r.Target),
+						"status", res.Status, "duration_ms", float64(res.Duration.Microseconds())/1000,
+						"queue_wait_us", res.QueueWait.Microseconds(), "withdrawn", true)
+				} else if access {
 					log.Info("access", "remote", addrString(r.RemoteAddr), "method", string(r.Method), "target", string(r.Target),
 						"status", res.Status, "duration_ms", float64(res.Duration.Microseconds())/1000,
 						"queue_wait_us", res.QueueWait.Microseconds(), "gil_wait_us", res.GILWait.Microseconds())
@@ -164,11 +175,11 @@ func runningRequests() string {
 	sort.Slice(reqs, func(i, j int) bool { return reqs[i].Start.Before(reqs[j].Start) })
 	parts := make([]string, len(reqs))
 	for i, r := range reqs {
-		state := " running "
-		if r.Thread < 0 {
-			state = " queued "
+		state, since := " running ", r.Running
+		if r.Running.IsZero() {
+			state, since = " queued ", r.Start
 		}
-		parts[i] = r.Method + " " + r.Path + state + time.Since(r.Start).Round(time.Millisecond).String()
+		parts[i] = r.Method + " " + r.Path + state + time.Since(since).Round(time.Millisecond).String()
 	}
 	return strings.Join(parts, ", ")
 }

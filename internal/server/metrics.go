@@ -59,6 +59,8 @@ func newMetrics(srv *http1.Server) *metrics {
 			func() float64 { return float64(python.Stats().GILPasses) }),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "turnstile_connections", Help: "Open client connections."},
 			func() float64 { return float64(srv.ActiveConns()) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "turnstile_requests_withdrawn_total", Help: "WSGI requests dropped from the queue, never started and never answered, because their client left while they waited for a Python thread (not in turnstile_requests_total)."},
+			func() float64 { return float64(wsgi.Withdrawn()) }),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "turnstile_requests_over_limit_total", Help: "Requests answered 503 by --limit-concurrency, before any app code (not in turnstile_requests_total)."},
 			func() float64 { return float64(srv.OverLimit()) }),
 		gateCounter("turnstile_gate_closed_total", "Times the accept gate found this worker full and stopped accepting (workers only).",
@@ -97,6 +99,9 @@ var codeLabels = func() []string {
 }()
 
 func (m *metrics) observe(res wsgi.Result) {
+	if res.Withdrawn {
+		return // never answered: turnstile_requests_withdrawn_total
+	}
 	code := "0"
 	if res.Status > 0 && res.Status < len(codeLabels) {
 		code = codeLabels[res.Status]

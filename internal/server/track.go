@@ -5,7 +5,6 @@ import (
 	"math/rand/v2"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -17,41 +16,48 @@ import (
 )
 
 // tracker wraps the app's handler in a worker. It counts finished
-// requests (--max-requests), knows when each request in flight started
-// (--timeout), and wakes the accept gate when a request ends. Outside a
-// worker it is not installed.
+// requests (--max-requests), watches for --timeout, and wakes the accept
+// gate when a request ends. Outside a worker it is not installed.
 //
-// Policy for a stuck request (--timeout): a Python thread cannot be
-// killed, so the request is logged (method, target, age) and the worker
-// asks the master for a graceful replacement; the stuck request keeps
-// running in the old worker until it ends or --graceful-timeout passes,
-// and then the old worker exits (or is killed). For a WSGI request the
-// log carries the Python stack of its pool thread, sampled without the GIL
-// (python.SampleStack, as the watchdog's slow-request report does).
+// --timeout measures running, not waiting (issue 29). gunicorn's --timeout
+// kills and restarts a worker that has been silent for more than N
+// seconds; a turnstile worker is never silent (Go answers), so the
+// question is what in it can be stuck:
+//
+//   - WSGI: a request a pool thread has been running for longer than the
+//     timeout, counted from when the thread took it (wsgi.Requests'
+//     Running), not from its arrival: a request still waiting in the
+//     queue for a busy pool is not stuck, and its healthy worker is not
+//     replaced.
+//   - ASGI: the event loop not turning for longer than the timeout (the
+//     watchdog's stall). A request that only awaits (asyncio.sleep, a long
+//     poll, an event stream, a WebSocket) leaves the loop free and is not
+//     stuck however long it lasts.
+//
+// Policy for a stuck worker: a Python thread cannot be killed, so the
+// request or the stall is logged (with the Python stack of the thread,
+// sampled without the GIL: python.SampleStack) and the worker asks the
+// master for a graceful replacement; what is stuck keeps running in the
+// old worker until it ends or --graceful-timeout passes, and then the old
+// worker exits (or is killed).
 type tracker struct {
 	next    http1.Handler
 	log     *slog.Logger
 	ctl     *control
 	timeout time.Duration
+	asgi    bool  // the app is ASGI: watch the loop, not requests
 	limit   int64 // recycle after this many requests; 0 = never
 	served  atomic.Int64
 	begun   atomic.Int64
-
-	mu       sync.Mutex
-	inflight map[*http1.Request]*entry // guarded by mu; only when timeout > 0
 }
 
-type entry struct {
-	start    time.Time
-	reported bool
-}
-
-// track returns h wrapped in a tracker in a worker, else h.
-func track(h http1.Handler, cfg *config.Config, log *slog.Logger) http1.Handler {
+// track returns h wrapped in a tracker in a worker, else h. kind is the
+// app's interface ("wsgi" or "asgi").
+func track(h http1.Handler, cfg *config.Config, log *slog.Logger, kind string) http1.Handler {
 	if worker == nil {
 		return h
 	}
-	t := &tracker{next: h, log: log, ctl: worker.ctl, timeout: cfg.Timeout}
+	t := &tracker{next: h, log: log, ctl: worker.ctl, timeout: cfg.Timeout, asgi: kind == "asgi"}
 	if cfg.MaxRequests > 0 {
 		t.limit = int64(cfg.MaxRequests)
 		if cfg.MaxRequestsJitter > 0 {
@@ -59,24 +65,12 @@ func track(h http1.Handler, cfg *config.Config, log *slog.Logger) http1.Handler 
 		}
 	}
 	if t.timeout > 0 {
-		t.inflight = make(map[*http1.Request]*entry)
 		go t.watch()
 	}
 	return t
 }
 
 func (t *tracker) ServeHTTP1(w *http1.ResponseWriter, r *http1.Request) {
-	if t.inflight != nil {
-		e := &entry{start: time.Now()}
-		t.mu.Lock()
-		t.inflight[r] = e
-		t.mu.Unlock()
-		defer func() {
-			t.mu.Lock()
-			delete(t.inflight, r)
-			t.mu.Unlock()
-		}()
-	}
 	// The limit-th request begins the drain (its response, whose head is
 	// not written yet, announces the close: RFC 9112 §9.6); the
 	// replacement is asked for once that many have ended (done).
@@ -94,55 +88,73 @@ func (t *tracker) done() {
 	}
 }
 
-// watch logs each request running past the timeout, once, and asks for a
-// replacement.
+// watch logs what runs past the timeout, once, and asks for a replacement.
 func (t *tracker) watch() {
 	every := min(max(t.timeout/4, 50*time.Millisecond), time.Second)
+	reported := map[string]bool{}
+	stallReported := false
 	for range time.Tick(every) {
+		if t.asgi {
+			stallReported = t.watchLoop(stallReported)
+			continue
+		}
 		now := time.Now()
-		t.mu.Lock()
-		for r, e := range t.inflight {
-			if e.reported || now.Sub(e.start) < t.timeout {
+		live := map[string]bool{}
+		for _, r := range wsgi.Requests() {
+			if r.Running.IsZero() {
+				continue // queued: waiting is not running
+			}
+			key := r.Method + " " + r.Target + " " + strconv.FormatInt(r.Start.UnixNano(), 10)
+			live[key] = true
+			age := now.Sub(r.Running)
+			if reported[key] || age < t.timeout {
 				continue
 			}
-			e.reported = true
-			age := now.Sub(e.start)
-			// r is valid while it is in the map, and we hold mu.
-			method, target := string(r.Method), string(r.Target)
+			reported[key] = true
 			t.log.Warn("request running past --timeout; replacing this worker gracefully",
-				"method", method, "target", target, "remote", addrString(r.RemoteAddr),
-				"age_s", age.Round(time.Millisecond).Seconds(), "timeout_s", t.timeout.Seconds(),
-				"stack", stackOf(string(r.Method), string(r.Path), e.start))
-			t.ctl.recycle("timeout", method+" "+target+" running "+age.Round(time.Millisecond).String())
+				"method", r.Method, "target", r.Target, "remote", r.Remote,
+				"age_s", age.Round(time.Millisecond).Seconds(), "queued_s", r.Running.Sub(r.Start).Round(time.Millisecond).Seconds(),
+				"timeout_s", t.timeout.Seconds(), "thread", "ts-py-"+strconv.Itoa(r.Thread),
+				"stack", joinFrames(python.SampleStack(python.PoolThreadState(r.Thread))))
+			t.ctl.recycle("timeout", r.Method+" "+r.Target+" running "+age.Round(time.Millisecond).String())
 		}
-		t.mu.Unlock()
+		for k := range reported {
+			if !live[k] {
+				delete(reported, k)
+			}
+		}
 	}
 }
 
-// stackOf samples the Python stack of the pool thread running the WSGI
-// request method path that started at start (the wsgi package registers
-// it a moment after the tracker does), innermost frame first, one frame
-// per line. For ASGI, the event loop thread's stack: the request's own
-// frames when it blocks the loop, the loop's idle frames (a selector's
-// poll) when it is awaiting something. "" when there is none (a WSGI
-// request still queued).
-func stackOf(method, path string, start time.Time) string {
+// watchLoop checks the event loop against the timeout: a stall (the
+// watchdog's: the loop has not turned) longer than it is logged once per
+// stall, with the loop's stack and the requests in flight, and the worker
+// is replaced. It returns whether the current stall was reported.
+func (t *tracker) watchLoop(reported bool) bool {
+	wd := activeWatchdog.Load()
+	if wd == nil {
+		return false
+	}
+	age := wd.Stalled()
+	if age == 0 {
+		return false
+	}
+	if reported || age < t.timeout {
+		return reported
+	}
+	var reqs []string
+	for _, r := range asgi.Requests() {
+		reqs = append(reqs, r.Method+" "+r.Path+" ("+time.Since(r.Start).Round(time.Millisecond).String()+")")
+	}
+	stack := ""
 	if h := asgi.ReadHeartbeat(); h.TState != nil {
-		return joinFrames(python.SampleStack(h.TState))
+		stack = joinFrames(python.SampleStack(h.TState))
 	}
-	best, thread := time.Second, -1
-	for _, r := range wsgi.Requests() {
-		if r.Method != method || r.Path != path || r.Thread < 0 {
-			continue
-		}
-		if d := r.Start.Sub(start).Abs(); d < best {
-			best, thread = d, r.Thread
-		}
-	}
-	if thread < 0 {
-		return ""
-	}
-	return joinFrames(python.SampleStack(python.PoolThreadState(thread)))
+	t.log.Warn("event loop blocked past --timeout; replacing this worker gracefully",
+		"stalled_s", age.Round(time.Millisecond).Seconds(), "timeout_s", t.timeout.Seconds(),
+		"requests", strings.Join(reqs, "; "), "stack", stack)
+	t.ctl.recycle("timeout", "event loop blocked "+age.Round(time.Millisecond).String())
+	return true
 }
 
 func joinFrames(frames []python.Frame) string {

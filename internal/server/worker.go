@@ -117,7 +117,7 @@ func Run(cfg *config.Config, log *slog.Logger) int {
 		return ExitFailed
 	}
 	srv = http1.Server{
-		Handler:             proxyHeaders(track(h, cfg, log), cfg),
+		Handler:             proxyHeaders(track(h, cfg, log, kind), cfg),
 		MaxRequestLineBytes: cfg.LimitRequestLine,
 		MaxHeaderFields:     cfg.LimitRequestFields,
 		MaxHeaderFieldBytes: cfg.LimitRequestFieldSize,

@@ -19,7 +19,8 @@
 //     it for /debug/stalls and the metrics.
 //
 // The same goroutine watches WSGI requests: one running past SlowRequest
-// has its pool thread's stack logged, and again at each doubling.
+// (counted from when a pool thread took it, not from its arrival) has its
+// pool thread's stack logged, and again at each doubling.
 package watchdog
 
 import (
@@ -444,25 +445,32 @@ func (w *Watchdog) logStall(msg string, st Stall) {
 	w.Log.Warn(msg, args...)
 }
 
-// checkSlow logs the stack of WSGI requests past SlowRequest, and again at
-// each doubling of their age.
+// checkSlow logs the stack of WSGI requests running past SlowRequest, and
+// again at each doubling of their age. The age counts from when a pool
+// thread took the request: time spent queued behind a busy pool is not
+// slowness of the request (issue 29).
 func (w *Watchdog) checkSlow() {
 	live := map[string]bool{}
 	for _, r := range wsgi.Requests() {
 		key := fmt.Sprintf("%s %s %d", r.Method, r.Path, r.Start.UnixNano())
 		live[key] = true
-		age := time.Since(r.Start)
 		next, ok := w.slow[key]
 		if !ok {
 			next = w.SlowRequest
 		}
-		if age < next || r.Thread < 0 {
+		if r.Running.IsZero() {
+			w.slow[key] = next
+			continue
+		}
+		age := time.Since(r.Running)
+		if age < next {
 			w.slow[key] = next
 			continue
 		}
 		w.slow[key] = next * 2
 		frames := python.SampleStack(python.PoolThreadState(r.Thread))
 		w.Log.Warn("slow request", "method", r.Method, "path", r.Path, "age_ms", age.Milliseconds(),
+			"queued_ms", r.Running.Sub(r.Start).Milliseconds(),
 			"thread", fmt.Sprintf("ts-py-%d", r.Thread), "stack", strings.Join(w.describe(frames), "\n"))
 	}
 	for k := range w.slow {

@@ -16,7 +16,11 @@
 //     the rest is read from the socket at the app's reads
 //     (go_ts_wsgi_read).
 //  3. ts_wsgi_submit copies the block into the C job and queues it (one
-//     cgo call); the goroutine waits on its channel.
+//     cgo call); the goroutine waits on its channel. While the job is
+//     queued, the sweep (watch.go, gone.go) withdraws it if it waits past
+//     QueueTimeout (503) or if its client leaves (no response, 499 in the
+//     access log): one poll(2) per tick over the queued requests' sockets,
+//     one ts_pool_cancel per withdrawn job.
 //  4. On a Python thread, wsgi_run (wsgi.c) enters a fresh
 //     contextvars.Context, turns the block into the environ dict in one
 //     pass, calls the app, and collects the body: blocks from a list or

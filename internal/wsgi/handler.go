@@ -26,6 +26,8 @@ import (
 	"turnstile/internal/http1"
 	"turnstile/internal/inflight"
 	"turnstile/internal/python"
+
+	"golang.org/x/sys/unix"
 )
 
 // MaxPrefetchBytes bounds the body bytes handed to Python with the request
@@ -40,6 +42,10 @@ type Result struct {
 	GILWait   time.Duration // time its thread waited for the GIL during the job (python.GILWaitTiming)
 	Duration  time.Duration // submit → response handed to the socket
 	Rejected  bool          // answered 503 by the server (queue full or timed out)
+	// Withdrawn: the client left while the request was queued; it was
+	// dropped from the queue, never started, and got no response (Status
+	// 499, nginx's "client closed request"; gone.go).
+	Withdrawn bool
 }
 
 // Handler serves WSGI apps: an http1.Handler that hands each request to the
@@ -72,8 +78,17 @@ type Handler struct {
 	free    []*slot      // idle slots, the most recently used last; guarded by mu
 	count   int          // slots made, guarded by mu
 	lowFree int          // the fewest idle slots since the last trim, guarded by mu
-	sweep   sync.Once    // starts sweepSlots (watch.go)
+	sweeper sync.Once    // starts sweepSlots (watch.go)
 	spooled atomic.Int64 // bytes of BufferDiskBytes reserved by requests in flight
+
+	// The sweep's own state (gone.go), touched by its goroutine only.
+	polls   []unix.PollFd
+	cands   []watched
+	goneLog struct {
+		count   int
+		example string
+		last    time.Time
+	}
 }
 
 // AfterLoad is the C hook to pass as python.Config.AfterLoad.
@@ -94,24 +109,30 @@ func init() {
 // find it.
 type slot struct {
 	job     *C.ts_wsgi_job
-	done    chan struct{}   // the job finished (done.go) or was withdrawn (expired)
-	expired atomic.Bool     // sweepSlots withdrew the job: answer 503 (watch.go)
+	done    chan struct{}   // the job finished (done.go) or was withdrawn (gone.go)
+	outcome atomic.Int32    // outcomeRan, or why sweep withdrew the job (gone.go)
 	rec     inflight.Record // what Requests sees (watch.go)
-	handle  cgo.Handle
-	w       *http1.ResponseWriter
-	r       *http1.Request
-	h       *Handler
-	sync    atomic.Uint32 // written by callbacks, read after completion: orders their writes for the race detector
-	block   []byte
-	path    []byte
-	werr    error // first write error in a callback
-	rerr    error // the body read error the app saw, if any
+	// seq numbers the slot's requests, pres says how to see its client
+	// leave: both written before rec.Begin, read by the sweep under the
+	// record's lock. kept is the seq of a request whose client
+	// half-closed with work pending (not polled again); the sweep's.
+	seq, kept uint64
+	pres      http1.Presence
+	handle    cgo.Handle
+	w         *http1.ResponseWriter
+	r         *http1.Request
+	h         *Handler
+	sync      atomic.Uint32 // written by callbacks, read after completion: orders their writes for the race detector
+	block     []byte
+	path      []byte
+	werr      error // first write error in a callback
+	rerr      error // the body read error the app saw, if any
 }
 
 var errSlot = errors.New("wsgi: cannot allocate a request slot")
 
 func (h *Handler) getSlot() (*slot, error) {
-	h.sweep.Do(func() { go h.sweepSlots() })
+	h.sweeper.Do(func() { go h.sweepSlots() })
 	h.mu.Lock()
 	if n := len(h.free); n > 0 {
 		s := h.free[n-1]
@@ -159,6 +180,7 @@ const MaxKeptBlockBytes = MaxPrefetchBytes + 16<<10
 
 func (h *Handler) putSlot(s *slot) {
 	s.w, s.r, s.werr, s.rerr = nil, nil, nil, nil
+	s.pres = http1.Presence{}
 	if cap(s.block) > MaxKeptBlockBytes {
 		s.block = nil
 	}
@@ -270,7 +292,14 @@ func (h *Handler) ServeHTTP1(w *http1.ResponseWriter, r *http1.Request) {
 	// 2. Submit: one short cgo call that copies the block and queues the
 	//    job; it never blocks and never attaches. The queue wait (and
 	//    QueueTimeout) counts from here, not from the start of an upload.
+	//    While it waits, the sweep watches its client through pres
+	//    (gone.go).
 	submitted := time.Now()
+	s.seq++
+	var ok bool
+	if s.pres, ok = w.Presence(); !ok {
+		s.pres = http1.Presence{FD: -1}
+	}
 	s.rec.Begin(submitted, r.Method, r.Path)
 	defer s.rec.End()
 	var blockPtr *C.char
@@ -290,11 +319,18 @@ func (h *Handler) ServeHTTP1(w *http1.ResponseWriter, r *http1.Request) {
 	}
 
 	// 3. Wait for the job to finish (done.go); past QueueTimeout a
-	//    job still queued is withdrawn (watch.go) and answered 503.
-	if !s.wait() {
+	//    job still queued is withdrawn and answered 503, and one whose
+	//    client left is withdrawn and dropped (gone.go).
+	switch s.wait() {
+	case outcomeExpired:
 		res.Status, res.Rejected = 503, true
 		res.QueueWait = time.Since(submitted) // all of it was spent queued
 		w.WriteSimple(503, "text/plain; charset=utf-8", []byte("Service Unavailable: timed out waiting for a worker thread\n"), []byte("Retry-After: 1\r\n"))
+		return
+	case outcomeGone:
+		res.Status, res.Withdrawn = 499, true
+		res.QueueWait = time.Since(submitted)
+		w.Drop()
 		return
 	}
 	s.sync.Load()
@@ -308,11 +344,11 @@ func (h *Handler) ServeHTTP1(w *http1.ResponseWriter, r *http1.Request) {
 }
 
 // wait blocks the goroutine (not an OS thread) until the job is done. It
-// returns false when sweepSlots (watch.go) withdrew the job
-// still queued.
-func (s *slot) wait() bool {
+// returns outcomeRan, or why the sweep (gone.go) withdrew the job still
+// queued.
+func (s *slot) wait() int32 {
 	<-s.done
-	return !s.expired.Swap(false)
+	return s.outcome.Swap(outcomeRan)
 }
 
 // cancel withdraws the job if no thread has taken it yet, and reports

@@ -4,14 +4,23 @@ import (
 	"slices"
 	"sync"
 	"time"
+
+	"turnstile/internal/python"
 )
 
-// InFlight is one WSGI request being served, for the slow-request sampler.
+// InFlight is one WSGI request being served, for the slow-request sampler
+// and --timeout.
 type InFlight struct {
 	Method, Path string
+	Target       string // the request-target as sent (path and query)
+	Remote       string // the client's address
 	Start        time.Time
 	// Thread is the pool thread running it, or -1 while it is queued.
 	Thread int
+	// Running is when a pool thread took it (zero while it is queued):
+	// --timeout and the slow-request log measure from here, not from
+	// Start, so a request that merely waits for a busy pool is not slow.
+	Running time.Time
 }
 
 // registry lists every slot that exists (getSlot to freeSlot, which is
@@ -44,11 +53,19 @@ func Requests() []InFlight {
 	registry.mu.Lock()
 	defer registry.mu.Unlock()
 	var out []InFlight
+	now, nowNs := time.Now(), python.Now()
 	for s := range registry.slots {
 		s.rec.Read(func(method, path []byte, start time.Time) {
 			r := InFlight{Method: string(method), Path: string(path), Start: start, Thread: -1}
-			if s.job.base.started_ns >= s.job.base.enqueued_ns && s.job.base.started_ns != 0 {
-				r.Thread = int(s.job.base.thread_index)
+			if s.r != nil { // set before the record began, cleared after it ended
+				r.Target = string(s.r.Target)
+				if s.r.RemoteAddr != nil {
+					r.Remote = s.r.RemoteAddr.String()
+				}
+			}
+			if b := &s.job.base; !s.queued() {
+				r.Thread = int(b.thread_index)
+				r.Running = now.Add(-time.Duration(nowNs - int64(b.started_ns)))
 			}
 			out = append(out, r)
 		})
@@ -56,10 +73,11 @@ func Requests() []InFlight {
 	return out
 }
 
-// sweepEvery is how often sweepSlots runs for a handler whose
-// QueueTimeout is d: a tenth of it, between 5 ms and 1 s (1 s without a
-// timeout). A request past QueueTimeout is answered within that much after
-// it.
+// sweepEvery is how often sweepSlots runs while no request is in flight,
+// for a handler whose QueueTimeout is d: a tenth of it, between 5 ms and
+// 1 s (1 s without a timeout). While requests are in flight it runs every
+// GoneEvery, or that tenth when shorter. A request past QueueTimeout is
+// answered within that much after it.
 func sweepEvery(d time.Duration) time.Duration {
 	if d <= 0 {
 		return time.Second
@@ -72,43 +90,27 @@ func sweepEvery(d time.Duration) time.Duration {
 const trimEvery = time.Second
 
 // sweepSlots runs for ever, one goroutine per handler (instead of a timer
-// armed and stopped per request). Each tick it answers the requests that
-// have waited for a pool thread longer than h.QueueTimeout: a job still
-// in the queue is withdrawn (ts_pool_cancel) and its goroutine woken with
-// expired set, to answer 503. Every trimEvery it frees the idle slots no
-// request needed since the last trim.
+// armed and stopped per request, or a goroutine per request watching its
+// connection). Each tick it sweeps the queued requests (gone.go): those
+// that waited for a pool thread longer than h.QueueTimeout are withdrawn
+// (ts_pool_cancel) and their goroutines woken to answer 503; those whose
+// client left are withdrawn and dropped. Every trimEvery it frees the idle
+// slots no request needed since the last trim.
 func (h *Handler) sweepSlots() {
+	idle := sweepEvery(h.QueueTimeout)
+	busy := min(GoneEvery, idle)
 	lastTrim := time.Now()
-	for now := range time.Tick(sweepEvery(h.QueueTimeout)) {
-		if h.QueueTimeout > 0 {
-			h.expireQueued(now)
+	t := time.NewTimer(idle)
+	for now := range t.C {
+		next := idle
+		if h.sweep(now) > 0 {
+			next = busy
 		}
 		if now.Sub(lastTrim) >= trimEvery {
 			lastTrim = now
 			h.trim()
 		}
-	}
-}
-
-func (h *Handler) expireQueued(now time.Time) {
-	registry.mu.Lock()
-	defer registry.mu.Unlock()
-	for s := range registry.slots {
-		if s.h != h {
-			continue
-		}
-		// Under the record's lock the slot cannot finish this request
-		// and begin another: the job withdrawn is the one that started
-		// at start. A job a thread took already is not withdrawn.
-		s.rec.Read(func(_, _ []byte, start time.Time) {
-			if now.Sub(start) >= h.QueueTimeout && s.cancel() {
-				s.expired.Store(true)
-				select { // a withdrawn job never completes: the buffer is free
-				case s.done <- struct{}{}:
-				default:
-				}
-			}
-		})
+		t.Reset(next)
 	}
 }
 
