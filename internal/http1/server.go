@@ -503,6 +503,15 @@ func (c *conn) reader() *bufio.Reader {
 	return c.br
 }
 
+// buffered returns the bytes read ahead of the request being served: 0
+// when the reader was given back (it is only when it held none).
+func (c *conn) buffered() int {
+	if c.br == nil {
+		return 0
+	}
+	return c.br.Buffered()
+}
+
 // putReader returns the reader to the pool; the caller knows it holds no
 // bytes that are still needed.
 func (c *conn) putReader() {

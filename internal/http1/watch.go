@@ -46,7 +46,7 @@ func (w *ResponseWriter) NotifyClose(onClose func()) bool {
 		return w.st.notifyClose(onClose)
 	}
 	c := w.c
-	if c == nil || !c.body.eof || c.br != nil && c.br.Buffered() > 0 {
+	if c == nil || !c.body.eof || c.buffered() > 0 {
 		return false
 	}
 	bg := &c.bg
@@ -151,7 +151,7 @@ func (w *ResponseWriter) Presence() (Presence, bool) {
 	if c == nil {
 		return Presence{}, false
 	}
-	pipelined := c.body.eof && c.br.Buffered() > 0
+	pipelined := c.body.eof && c.buffered() > 0
 	c.bg.mu.Lock()
 	if c.bg.has {
 		pipelined = true
@@ -163,7 +163,7 @@ func (w *ResponseWriter) Presence() (Presence, bool) {
 		// every answer.
 		c.poll.pipelined.Store(true)
 	}
-	p := Presence{FD: -1, Unread: c.poll.pipelined.Load() || !c.body.eof || c.br.Buffered() > 0, ps: &c.poll}
+	p := Presence{FD: -1, Unread: c.poll.pipelined.Load() || !c.body.eof || c.buffered() > 0, ps: &c.poll}
 	if !c.poll.known { // once per connection, not per request
 		c.poll.known, c.poll.fd = true, -1
 		nc := c.rwc
