@@ -33,6 +33,36 @@ package asgi
 //     close or return, server stop (1012) — the app gets exactly one
 //     websocket.disconnect with the code, and the writer releases the slot
 //     once the reader has finished. 1005 and 1006 never go on the wire.
+//
+// # Server stop
+//
+// A worker stops (SIGTERM; on SIGHUP the master replaces the workers one
+// by one) after it has stopped accepting. CloseWebSockets then ends every
+// session (issue 29):
+//
+//   - The writer sends the close frame with 1012 (Service Restart) at
+//     once (sendStopClose): the client learns of the stop one round trip
+//     early and stops sending.
+//   - The reader goes on reading: every message that precedes the
+//     client's close frame — all the client sent before our close frame
+//     reached it — goes to the app, with MaxQueue back-pressure as
+//     always. Then the app gets websocket.disconnect with 1012, whatever
+//     code the client echoed (readEnd).
+//   - Bounds: the closing handshake's read deadline (wsCloseTimeout, 5 s)
+//     and, when the queue is full, wsStopReadWait (1 s) without the app
+//     reading: then the disconnect goes after what is queued and the rest
+//     is dropped. StopLoop bounds it all by --graceful-timeout.
+//   - What the app sends after the close frame is dropped (RFC 6455
+//     §5.5.1); send() does not raise while the app reads its way to the
+//     disconnect (_asgi.py, WSCycle._ended).
+//
+// The client loses what it sends after it received our close frame (a
+// client that follows RFC 6455 §7.1.2 sends none: it answers with its own
+// close frame) and what was still on the wire past those bounds. A
+// handshake that reaches a stopping worker — on a connection it accepted
+// just before it stopped accepting — is served, and its session closed at
+// once with 1012, which a client reads as "reconnect"; a 503 would be a
+// failed handshake.
 
 /*
 #include <stdlib.h>
@@ -275,11 +305,11 @@ func (h *Handler) serveWebSocket(w *http1.ResponseWriter, r *http1.Request) {
 		refuse(w, code, why)
 		return
 	}
-	if wsStopping() {
-		status = 503
-		w.WriteSimple(503, "text/plain; charset=utf-8", unavailable, []byte("Retry-After: 1\r\n"))
-		return
-	}
+	// A handshake that reaches a stopping worker (on a connection it
+	// accepted just before it stopped accepting) is served like any
+	// other: the app accepts, and the session is closed at once with
+	// 1012 (wsRegister), which a client reads as "reconnect", where a 503
+	// would be a failed handshake. See "Server stop".
 	s, err := getSlot()
 	if err != nil {
 		h.logger().Error(err.Error())
@@ -1082,12 +1112,6 @@ var wsLive struct {
 
 func init() { wsLive.empty = sync.NewCond(&wsLive.mu) }
 
-func wsStopping() bool {
-	wsLive.mu.Lock()
-	defer wsLive.mu.Unlock()
-	return wsLive.stopping
-}
-
 func registerShutdown(srv *http1.Server) {
 	wsLive.mu.Lock()
 	defer wsLive.mu.Unlock()
@@ -1124,9 +1148,11 @@ func wsUnregister(ws *wsSession) {
 }
 
 // CloseWebSockets starts the closing handshake of every WebSocket with
-// 1012 (service restart; RFC 6455 §7.4.1 via the IANA registry) and
-// delivers websocket.disconnect to their apps; new handshakes get 503.
-// The http1 servers call it when they shut down.
+// 1012 (service restart; RFC 6455 §7.4.1 via the IANA registry); their
+// apps get what the clients sent before their close frames, then
+// websocket.disconnect (see "Server stop"). Sessions accepted later are
+// closed the same way as soon as they start. The http1 servers call it
+// when they shut down.
 func CloseWebSockets() {
 	wsLive.mu.Lock()
 	wsLive.stopping = true
