@@ -293,7 +293,10 @@ class WSCycle(_DrainWait):
         self._deliver(message)
         dw = self.drain_waiter
         if dw is not None and not dw.done():
-            dw.set_exception(ClientDisconnected("the client disconnected"))
+            if self._ended():
+                dw.set_exception(ClientDisconnected("the client disconnected"))
+            else:
+                dw.set_result(None)  # a stop: the app reads on (_ended)
 
     # ASGI WebSocket, "Accept", "Send" and "Close" send events, and the
     # "WebSocket Denial Response" extension
