@@ -6,10 +6,13 @@ tests/ws_restart_test.go.
                    websocket.disconnect append "disconnect CODE" and return.
                    A plain app: a send() that raises ends it, as it would
                    end most apps.
+/push?file=PATH    accept, then send "tick" every 10 ms and never read; when
+                   send() raises, write "send raised" to PATH and return.
 /echo              accept, echo every message until disconnect.
 HTTP /             "ok <pid>".
 """
 
+import asyncio
 import os
 import urllib.parse
 
@@ -32,6 +35,16 @@ async def app(scope, receive, send):
     msg = await receive()
     assert msg["type"] == "websocket.connect", msg
     await send({"type": "websocket.accept", "headers": [(b"x-pid", PID.encode())]})
+    if scope["path"] == "/push":
+        qs = urllib.parse.parse_qs(scope["query_string"].decode())
+        while True:
+            try:
+                await send({"type": "websocket.send", "text": "tick"})
+            except OSError:
+                with open(qs["file"][0], "w") as f:
+                    f.write("send raised")
+                return
+            await asyncio.sleep(0.01)
     if scope["path"] == "/record":
         qs = urllib.parse.parse_qs(scope["query_string"].decode())
         with open(qs["file"][0], "a", buffering=1) as f:

@@ -258,3 +258,39 @@ func TestWSRestart_SIGHUPHandshakes(t *testing.T) {
 		t.Error("no handshake succeeded")
 	}
 }
+
+// An app that only sends (never calls receive()) learns of a stop from its
+// send() raising, within about a second (WS_STOP_GRACE in _asgi.py: send()
+// does not raise at once at a 1012 stop, so that an app reading its way to
+// the disconnect can answer what it reads), and the server exits.
+func TestWSRestart_SendOnlyAppLearnsOfStop(t *testing.T) {
+	s := Start(t, "--graceful-timeout", "10s", "ws_restart:app")
+	file := t.TempDir() + "/push"
+	c, _, err := wsDial(s, "/push?file="+url.QueryEscape(file))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	if _, m, err := c.ReadMessage(); err != nil || string(m) != "tick" {
+		t.Fatalf("first message %q, %v; want tick", m, err)
+	}
+	start := time.Now()
+	s.Signal(syscall.SIGTERM)
+	if code, _, err := wsCloseCode(c, 5*time.Second); code != websocket.CloseServiceRestart {
+		t.Errorf("close %d, %v; want 1012", code, err)
+	}
+	for {
+		if b, _ := os.ReadFile(file); string(b) == "send raised" {
+			break
+		}
+		if time.Since(start) > 4*time.Second {
+			t.Fatalf("the app's send() did not raise within 4s of SIGTERM")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	t.Logf("send() raised %v after SIGTERM", time.Since(start).Round(time.Millisecond))
+	if rc := s.Wait(5 * time.Second); rc != 0 {
+		t.Errorf("exit status %d within 5s of the app's end; want 0", rc)
+	}
+}
