@@ -104,8 +104,9 @@ func (e *StartupError) Unwrap() error { return ErrStartupFailed }
 // timeout. It reports whether the loop stopped.
 //
 // WebSockets go first (ASGI: websocket.disconnect is always delivered;
-// case B29): each gets a close frame with 1012 and its app a
-// websocket.disconnect, the connections get until timeout - StopMargin to
+// case B29): each gets a close frame with 1012 and its app what the client
+// sent before its close frame, then a websocket.disconnect (websocket.go,
+// "Server stop"); the connections get until timeout - StopMargin to
 // finish their closing handshake, and the apps still running then get the
 // rest of that time to return before they are cancelled.
 func StopLoop(timeout time.Duration) bool {

@@ -33,6 +33,36 @@ package asgi
 //     close or return, server stop (1012) — the app gets exactly one
 //     websocket.disconnect with the code, and the writer releases the slot
 //     once the reader has finished. 1005 and 1006 never go on the wire.
+//
+// # Server stop
+//
+// A worker stops (SIGTERM; on SIGHUP the master replaces the workers one
+// by one) after it has stopped accepting. CloseWebSockets then ends every
+// session (issue 29):
+//
+//   - The writer sends the close frame with 1012 (Service Restart) at
+//     once (sendStopClose): the client learns of the stop one round trip
+//     early and stops sending.
+//   - The reader goes on reading: every message that precedes the
+//     client's close frame — all the client sent before our close frame
+//     reached it — goes to the app, with MaxQueue back-pressure as
+//     always. Then the app gets websocket.disconnect with 1012, whatever
+//     code the client echoed (readEnd).
+//   - Bounds: the closing handshake's read deadline (wsCloseTimeout, 5 s)
+//     and, when the queue is full, wsStopReadWait (1 s) without the app
+//     reading: then the disconnect goes after what is queued and the rest
+//     is dropped. StopLoop bounds it all by --graceful-timeout.
+//   - What the app sends after the close frame is dropped (RFC 6455
+//     §5.5.1); send() does not raise while the app reads its way to the
+//     disconnect (_asgi.py, WSCycle._ended).
+//
+// The client loses what it sends after it received our close frame (a
+// client that follows RFC 6455 §7.1.2 sends none: it answers with its own
+// close frame) and what was still on the wire past those bounds. A
+// handshake that reaches a stopping worker — on a connection it accepted
+// just before it stopped accepting — is served, and its session closed at
+// once with 1012, which a client reads as "reconnect"; a 503 would be a
+// failed handshake.
 
 /*
 #include <stdlib.h>
@@ -80,6 +110,11 @@ const (
 	// (1009, 1007, 1002): the client gets our close frame before the FIN
 	// rather than a reset for the bytes it is still sending.
 	wsLingerTimeout = 2 * time.Second
+	// wsStopReadWait bounds how long, at a server stop, a reader whose
+	// queue is full waits for the app to read on before it gives the app
+	// its websocket.disconnect and drops what the client still sends (see
+	// "Server stop").
+	wsStopReadWait = time.Second
 	// wsKeepBuffer is the largest message buffer kept in the pool.
 	wsKeepBuffer = 64 << 10
 	// wsReadBufferSize is each connection's read buffer.
@@ -270,11 +305,11 @@ func (h *Handler) serveWebSocket(w *http1.ResponseWriter, r *http1.Request) {
 		refuse(w, code, why)
 		return
 	}
-	if wsStopping() {
-		status = 503
-		w.WriteSimple(503, "text/plain; charset=utf-8", unavailable, []byte("Retry-After: 1\r\n"))
-		return
-	}
+	// A handshake that reaches a stopping worker (on a connection it
+	// accepted just before it stopped accepting) is served like any
+	// other: the app accepts, and the session is closed at once with
+	// 1012 (wsRegister), which a client reads as "reconnect", where a 503
+	// would be a failed handshake. See "Server stop".
 	s, err := getSlot()
 	if err != nil {
 		h.logger().Error(err.Error())
@@ -560,6 +595,8 @@ type wsSession struct {
 	readerDone atomic.Bool
 	paused     atomic.Bool  // the reader waits for the app (MaxQueue)
 	stopCode   atomic.Int32 // a close requested from outside the writer (server stop)
+	draining   atomic.Bool  // our close frame is the stop's: the reader still delivers (sendStopClose)
+	appEnded   atomic.Bool  // the app has returned: nothing more to deliver
 	pingSent   atomic.Int64 // unix ns of the ping awaiting its pong; 0 = none
 	lastPong   atomic.Int64 // unix ns
 	timer      *time.Timer
@@ -636,6 +673,7 @@ func (ws *wsSession) handle(t *C.ts_asgi_take_result) {
 	}
 	if t.app_done != 0 && !ws.appDone {
 		ws.appDone = true
+		ws.appEnded.Store(true)
 		// ASGI: an app that returns after the accept without closing gets
 		// a normal close; one that raised, 1011 (internal error).
 		if ws.appErr {
@@ -708,6 +746,25 @@ func (ws *wsSession) sendClose(code int, reason string) {
 	ws.raw.SetReadDeadline(time.Now().Add(wsCloseTimeout))
 }
 
+// sendStopClose is sendClose for a server stop: unless a close frame is
+// out already (then it reports false), it sends ours with code and sets
+// draining, in one step under mu, so that the reader never drops a message
+// that arrives after our close frame (see "Server stop").
+func (ws *wsSession) sendStopClose(code int) bool {
+	ws.mu.Lock()
+	if ws.closeSent {
+		ws.mu.Unlock()
+		return false
+	}
+	ws.closeSent = true
+	ws.draining.Store(true)
+	close(ws.quit)
+	ws.mu.Unlock()
+	ws.conn.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(code, ""), time.Now().Add(wsCloseTimeout))
+	ws.raw.SetReadDeadline(time.Now().Add(wsCloseTimeout))
+	return true
+}
+
 // disconnect pushes websocket.disconnect, once, while Go holds the slot.
 // Any goroutine.
 func (ws *wsSession) disconnect(code int, reason string) {
@@ -738,9 +795,14 @@ func (ws *wsSession) writeLoop() {
 		C.ts_asgi_take(s.c, t)
 		ws.handle(t)
 		C.ts_asgi_written(s.c, ws.gen)
-		if code := int(ws.stopCode.Load()); code != 0 {
-			ws.sendClose(code, "") // first: the app's return must not close with 1000
-			ws.disconnect(code, "")
+		if code := int(ws.stopCode.Load()); code != 0 && !ws.draining.Load() {
+			// Before handle sees the app's return: it must not close
+			// with 1000. The reader pushes the disconnect once it has
+			// delivered what came before the client's close frame; when
+			// our close frame was already out (the app's), at once.
+			if !ws.sendStopClose(code) {
+				ws.disconnect(code, "")
+			}
 		}
 	}
 	ws.finish()
@@ -768,6 +830,7 @@ func (ws *wsSession) readLoop() {
 		ws.readerDone.Store(true)
 		ws.wake()
 	}()
+	gaveUp := false // at a server stop: the app stopped reading (waitApp)
 	for {
 		typ, r, err := ws.conn.NextReader()
 		if err != nil {
@@ -792,9 +855,11 @@ func (ws *wsSession) readLoop() {
 			ws.fail(websocket.CloseInvalidFramePayloadData, "invalid UTF-8 in a text message")
 			return
 		}
-		if ws.closing() {
+		if ws.closing() && (!ws.draining.Load() || gaveUp || ws.appEnded.Load()) {
+			// After our close frame: read on to the client's, drop data
+			// — except at a server stop, while the app reads.
 			wsPutBuffer(bp, data)
-			continue // after our close frame: read on to the client's, drop data
+			continue
 		}
 		opcode := C.int(C.TS_WS_TEXT)
 		if typ == websocket.BinaryMessage {
@@ -812,12 +877,38 @@ func (ws *wsSession) readLoop() {
 			return
 		case 1:
 			ws.paused.Store(true)
-			select {
-			case <-ws.resume:
-			case <-ws.quit:
+			if !ws.waitApp() && ws.draining.Load() {
+				// A server stop, and the app has not read for
+				// wsStopReadWait: it gets its disconnect after what is
+				// queued, and the rest is dropped.
+				gaveUp = true
+				ws.disconnect(int(ws.stopCode.Load()), "")
 			}
 			ws.paused.Store(false)
 		}
+	}
+}
+
+// waitApp waits, with MaxQueue messages queued, until the app has read
+// half of them (true). Once our close frame is out it stops waiting
+// (false) — except at a server stop (draining), where the app has
+// wsStopReadWait to read on.
+func (ws *wsSession) waitApp() bool {
+	select {
+	case <-ws.resume:
+		return true
+	case <-ws.quit:
+	}
+	if !ws.draining.Load() {
+		return false
+	}
+	t := time.NewTimer(wsStopReadWait)
+	defer t.Stop()
+	select {
+	case <-ws.resume:
+		return true
+	case <-t.C:
+		return false
 	}
 }
 
@@ -891,6 +982,12 @@ func (ws *wsSession) readEnd(err error) {
 		code, linger = websocket.CloseMessageTooBig, true // gorilla sent the 1009
 	case isProtocolError(err):
 		code, linger = websocket.CloseProtocolError, true // gorilla sent the 1002
+	}
+	if ws.draining.Load() && !linger {
+		// A server stop: the client's close frame (whatever code it
+		// echoed), or the connection ended or timed out during the
+		// closing handshake. The app learns why: 1012.
+		code, reason = int(ws.stopCode.Load()), ""
 	}
 	if linger {
 		ws.mu.Lock()
@@ -1015,12 +1112,6 @@ var wsLive struct {
 
 func init() { wsLive.empty = sync.NewCond(&wsLive.mu) }
 
-func wsStopping() bool {
-	wsLive.mu.Lock()
-	defer wsLive.mu.Unlock()
-	return wsLive.stopping
-}
-
 func registerShutdown(srv *http1.Server) {
 	wsLive.mu.Lock()
 	defer wsLive.mu.Unlock()
@@ -1057,9 +1148,11 @@ func wsUnregister(ws *wsSession) {
 }
 
 // CloseWebSockets starts the closing handshake of every WebSocket with
-// 1012 (service restart; RFC 6455 §7.4.1 via the IANA registry) and
-// delivers websocket.disconnect to their apps; new handshakes get 503.
-// The http1 servers call it when they shut down.
+// 1012 (service restart; RFC 6455 §7.4.1 via the IANA registry); their
+// apps get what the clients sent before their close frames, then
+// websocket.disconnect (see "Server stop"). Sessions accepted later are
+// closed the same way as soon as they start. The http1 servers call it
+// when they shut down.
 func CloseWebSockets() {
 	wsLive.mu.Lock()
 	wsLive.stopping = true

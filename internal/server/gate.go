@@ -3,6 +3,7 @@ package server
 import (
 	"net"
 	"os"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -396,15 +397,55 @@ func (g *gate) pop() net.Conn {
 // listening socket, the kernel resets every connection still in its
 // queue, requests already sent included. At a full stop the master has
 // closed its descriptor first, so the last worker to close drains the
-// queue — which the gate may have filled while every worker was busy. In
-// a rolling restart the queue is nearly empty: the ready replacement
-// accepts.
+// queue — which the gate may have filled while every worker was busy.
+//
+// While the master still holds the socket (a rolling restart, a worker
+// recycled or scaled down) the queue outlives this descriptor, so Close
+// leaves it to the workers that stay: a connection this stopping worker
+// took would be served by it, and a WebSocket handshake on it would open a
+// session only to be closed with 1012 (issue 29: 7-9 of ~12 000
+// handshakes in 3 SIGHUPs got a 503 that way).
 func (g *gate) Close() error {
 	g.once.Do(func() {
-		g.drain()
+		if !masterHolds(g.Listener) {
+			g.drain()
+		}
 		close(g.closed)
 	})
 	return g.Listener.Close()
+}
+
+// masterHolds reports whether the parent process — the master — still has
+// ln's socket open, from /proc/PPID/fd. The master closes its descriptor
+// before it stops the workers (a full stop); a master that died has none.
+// False when it cannot tell (a worker whose --user cannot read the
+// master's /proc entry): then Close drains as at a full stop.
+func masterHolds(ln net.Listener) bool {
+	sc, ok := ln.(syscall.Conn)
+	if !ok {
+		return false
+	}
+	rc, err := sc.SyscallConn()
+	if err != nil {
+		return false
+	}
+	var st unix.Stat_t
+	var serr error
+	if err := rc.Control(func(fd uintptr) { serr = unix.Fstat(int(fd), &st) }); err != nil || serr != nil {
+		return false
+	}
+	want := "socket:[" + strconv.FormatUint(st.Ino, 10) + "]"
+	dir := "/proc/" + strconv.Itoa(os.Getppid()) + "/fd/"
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return false
+	}
+	for _, e := range ents {
+		if l, err := os.Readlink(dir + e.Name()); err == nil && l == want {
+			return true
+		}
+	}
+	return false
 }
 
 func (g *gate) drain() {

@@ -194,6 +194,7 @@ async def _run_http(app, cycle):
 # WSCycle states
 WS_CONNECTING, WS_ACCEPTED, WS_CLOSED, WS_RESPONSE, WS_DENIED = range(5)
 WS_TEXT, WS_BINARY = 1, 2  # record kinds (internal/asgi/asgi.h)
+WS_STOP_GRACE = 1.0  # seconds; see WSCycle._ended
 
 
 class WSCycle(_DrainWait):
@@ -203,7 +204,8 @@ class WSCycle(_DrainWait):
     of them wait here, so receive() reports each one it returns
     (chan.ws_consumed, no syscall)."""
 
-    __slots__ = ("chan", "scope", "loop", "fresh", "messages", "state", "closed", "waiter", "drain_waiter")
+    __slots__ = ("chan", "scope", "loop", "fresh", "messages", "state", "closed", "waiter", "drain_waiter",
+                 "closed_at", "told", "read_since_close")
 
     def __init__(self, chan, scope, loop):
         self.chan = chan
@@ -215,6 +217,9 @@ class WSCycle(_DrainWait):
         self.messages = None
         self.state = WS_CONNECTING
         self.closed = None  # the websocket.disconnect message, once the connection ended
+        self.closed_at = 0.0  # loop.time() when closed was set
+        self.told = False  # receive() has returned closed
+        self.read_since_close = False  # receive() has returned a message since closed was set
         self.waiter = None
         self.drain_waiter = None
 
@@ -226,6 +231,7 @@ class WSCycle(_DrainWait):
         if self.messages:
             msg = self.messages.popleft()
         elif self.closed is not None:
+            self.told = True
             return self.closed
         else:
             fut = self.loop.create_future()
@@ -244,6 +250,10 @@ class WSCycle(_DrainWait):
                     self.waiter = None
         if msg["type"] == "websocket.receive":
             self.chan.ws_consumed()
+            if self.closed is not None:
+                self.read_since_close = True
+        else:
+            self.told = True
         return msg
 
     def _deliver(self, message):
@@ -256,14 +266,37 @@ class WSCycle(_DrainWait):
                 self.messages = collections.deque()
             self.messages.append(message)
 
+    def _ended(self):
+        """Whether send() raises: the connection has ended — except at a
+        server stop (1012) while the app reads its way to its
+        websocket.disconnect. Go delivers what the client sent before its
+        close frame, then the disconnect; an app that answers each message
+        must not be stopped by its own send() before it has read them all
+        (issue 29), so until receive() has returned the disconnect, send()
+        does not raise as long as the app has read a message since the stop
+        reached it, or for WS_STOP_GRACE seconds after. What it sends then
+        is dropped: the close frame is out. An app that only sends learns
+        of the stop from send() within WS_STOP_GRACE. Other ends raise at
+        once: an app that never reads a client that left would send on."""
+        c = self.closed
+        if c is None:
+            return False
+        if c["code"] != 1012 or self.told:
+            return True
+        return not (self.read_since_close or self.loop.time() - self.closed_at < WS_STOP_GRACE)
+
     def _on_close(self, message):
         if self.closed is not None:
             return
         self.closed = message
+        self.closed_at = self.loop.time()
         self._deliver(message)
         dw = self.drain_waiter
         if dw is not None and not dw.done():
-            dw.set_exception(ClientDisconnected("the client disconnected"))
+            if self._ended():
+                dw.set_exception(ClientDisconnected("the client disconnected"))
+            else:
+                dw.set_result(None)  # a stop: the app reads on (_ended)
 
     # ASGI WebSocket, "Accept", "Send" and "Close" send events, and the
     # "WebSocket Denial Response" extension
@@ -271,7 +304,7 @@ class WSCycle(_DrainWait):
         kind = message["type"]
         state = self.state
         if kind == "websocket.send":
-            if self.closed is not None:
+            if self._ended():
                 raise ClientDisconnected("the client disconnected")
             if state != WS_ACCEPTED:
                 raise RuntimeError("ASGI: 'websocket.send' %s" % _ws_state_text(state))
@@ -307,7 +340,7 @@ class WSCycle(_DrainWait):
                 self.chan.body(b"", False)
                 self.state = WS_DENIED
             elif state == WS_ACCEPTED:
-                if self.closed is not None:
+                if self._ended():
                     raise ClientDisconnected("the client disconnected")
                 code = message.get("code")
                 reason = message.get("reason")
