@@ -211,7 +211,11 @@ func (h *Handler) logger() *slog.Logger {
 func (h *Handler) ServeHTTP1(w *http1.ResponseWriter, r *http1.Request) {
 	start := time.Now()
 	res := Result{}
+	// One deferred call at the end for both: a further defer in this
+	// function made Go give up open-coded defers (+0.25 % CPU on hello).
+	var sp spool
 	defer func() {
+		sp.release(h) // after the job is over: wsgi.input reads the file
 		if h.Done != nil {
 			res.Duration = time.Since(start)
 			h.Done(r, res)
@@ -235,8 +239,7 @@ func (h *Handler) ServeHTTP1(w *http1.ResponseWriter, r *http1.Request) {
 	block, n := buildEnviron(s.block[:0], r, []byte(h.ScriptName), &s.path)
 	bodyOff := len(block)
 	bodyDone := r.Body.Done()
-	var sp spool
-	defer sp.release(h) // after the job is over: wsgi.input reads the file
+	submitted := start // when the job is queued: after a body that took time
 	if h.BufferBytes > 0 {
 		var ok bool
 		var status int
@@ -245,6 +248,9 @@ func (h *Handler) ServeHTTP1(w *http1.ResponseWriter, r *http1.Request) {
 		if !ok {
 			res.Status = status
 			return
+		}
+		if !bodyDone {
+			submitted = time.Now() // the body was still arriving
 		}
 		bodyDone = true
 	} else if bodyDone {
@@ -294,7 +300,6 @@ func (h *Handler) ServeHTTP1(w *http1.ResponseWriter, r *http1.Request) {
 	//    QueueTimeout) counts from here, not from the start of an upload.
 	//    While it waits, the sweep watches its client through pres
 	//    (gone.go).
-	submitted := time.Now()
 	s.seq++
 	var ok bool
 	if s.pres, ok = w.Presence(); !ok {
