@@ -1,0 +1,92 @@
+#!/usr/bin/env python3
+"""Two turnstile binaries A (before) and B (after) on one app of bench/apps,
+in interleaved pairs (order alternated), for the "no cost" check of a
+change: req/s and server CPU µs per request (/proc), wrk -t1 under
+taskset -c 0, the server under taskset -c 1 (turnlib), a fresh server per
+run. Writes bench/results/pair-<app>-<stamp>.meta.txt.
+
+    python3 bench/pair.py --a OLD_BIN --b bin/turnstile-3.11 --app hello:app --pairs 5
+    python3 bench/pair.py --a OLD_BIN --b bin/turnstile-3.11 --app asgi_hello:app --pairs 5
+"""
+
+import argparse
+import os
+import shlex
+import statistics
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import turnlib as T  # noqa: E402
+
+APPS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "apps")
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("--a", required=True, help="turnstile binary A (before)")
+    p.add_argument("--b", required=True, help="turnstile binary B (after)")
+    p.add_argument("--a-args", default="", help="extra flags for A, shell-quoted")
+    p.add_argument("--b-args", default="", help="extra flags for B, shell-quoted")
+    p.add_argument("--app", default="hello:app", help="MODULE:ATTR in bench/apps")
+    p.add_argument("--path", default="/")
+    p.add_argument("--pairs", type=int, default=5)
+    p.add_argument("--conns", type=int, default=64)
+    p.add_argument("--duration", type=int, default=5)
+    p.add_argument("--threads", type=int, default=4)
+    p.add_argument("--venv", default=T.default_venv())
+    p.add_argument("--out", default=os.path.join(T.WORK, "results"))
+    a = p.parse_args()
+    os.makedirs(a.out, exist_ok=True)
+    bins = {}
+    for name, src in (("A", a.a), ("B", a.b)):
+        bins[name], info = T.snapshot_turnstile(src)
+        os.rename(bins[name], bins[name] + name)
+        bins[name] += name
+        bins[name + "_info"] = info
+    st = T.stamp()
+    tag = a.app.split(":")[0]
+    load_before, started = T.R.loadavg(), T.R.utcnow()
+    lines, res = [], {"A": [], "B": []}
+    log = os.path.join(T.WORK, "logs", "pair-%s-%s.log" % (tag, st))
+    for pair in range(1, a.pairs + 1):
+        for name in (("A", "B") if pair % 2 else ("B", "A")):
+            T.quiet(max_wait=10)
+            extra = shlex.split(a.a_args if name == "A" else a.b_args)
+            srv, port, _ = T.make_server("turnstile", bins[name], a.venv, APPS, a.app, a.threads, log, extra=extra)
+            url = "http://%s:%d%s" % (T.HOST, port, a.path)
+            try:
+                srv.wait_ready(port, a.path)
+                T.wrk(a.conns, 1, url)
+                k0 = T.Mark(srv.proc.pid)
+                _, r = T.wrk(a.conns, a.duration, url)
+                k1 = T.Mark(srv.proc.pid)
+            finally:
+                srv.stop()
+            u = T.usage(k0, k1)
+            cpu = u["server_cpu_s"] / r["requests"] * 1e6
+            res[name].append((r["rps"], cpu, u["others_cores"]))
+            line = "pair %d %s %8.0f req/s %7.2f cpu-µs/req others %.2f" % (pair, name, r["rps"], cpu, u["others_cores"])
+            lines.append(line)
+            print(line, flush=True)
+    summary = ["%s: median %.0f req/s, %.2f cpu-µs/req" % (
+        n, statistics.median(x[0] for x in res[n]), statistics.median(x[1] for x in res[n])) for n in ("A", "B")]
+    ratios = [b[1] / a_[1] for a_, b in zip(res["A"], res["B"])]
+    summary.append("per-pair CPU ratio B/A: %s (median %.3f)" % (", ".join("%.3f" % v for v in ratios),
+                                                                  statistics.median(ratios)))
+    text = "\n".join(lines + [""] + summary)
+    print("\n" + "\n".join(summary))
+    base = os.path.join(a.out, "pair-%s-%s" % (tag, st))
+    T.write_meta(base + ".meta.txt", "pair — two turnstile binaries, %s GET %s" % (a.app, a.path),
+                 {"server": "taskset -c 1 BIN --venv VENV --app-dir bench/apps --host 127.0.0.1 --port PORT "
+                            "--blocking-threads %d --admin-bind off --log-level warning %s" % (a.threads, a.app),
+                  "wrk": "taskset -c 0 wrk -t1 -c %d -d %ds --timeout 5s --latency URL" % (a.conns, a.duration)},
+                 ["A: " + bins["A_info"] + " " + a.a_args, "B: " + bins["B_info"] + " " + a.b_args,
+                  "%d pairs, order alternated, 1 s warm-up discarded, fresh server per run" % a.pairs],
+                 a.venv, "A and B above", load_before, started, text)
+    for name in ("A", "B"):
+        os.unlink(bins[name])
+    print("\nwrote %s.meta.txt" % base)
+
+
+if __name__ == "__main__":
+    main()
