@@ -328,3 +328,34 @@ func TestWithdraw_H2StreamReset(t *testing.T) {
 		t.Errorf("turnstile_requests_withdrawn_total = %v; want 5", v)
 	}
 }
+
+// The same on a server that was idle: its sweep ticked at the idle rate (a
+// second at the default --queue-timeout) until a tick found work, so
+// clients that left within that second behind a short view were served
+// anyway (a fresh review: 20 of 20 run behind a 0.3 s view). A queued
+// request wakes the sweep.
+func TestWithdraw_AbandonedOnIdleServer(t *testing.T) {
+	s := Start(t, "--workers", "1", "--threads", "1", "withdraw_app:app")
+	time.Sleep(1500 * time.Millisecond) // the sweep has gone idle
+	held := holdThread(t, s, "/sleep?0.6")
+	var conns []net.Conn
+	for i := 0; i < 20; i++ {
+		c, err := net.DialTimeout("tcp", s.Addr, 5*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := c.Write([]byte("GET /work?0.05 HTTP/1.1\r\nHost: a\r\n\r\n")); err != nil {
+			t.Fatal(err)
+		}
+		conns = append(conns, c)
+	}
+	time.Sleep(20 * time.Millisecond)
+	for _, c := range conns {
+		c.Close()
+	}
+	<-held
+	time.Sleep(1500 * time.Millisecond) // 20 × 0.05 s, were they run
+	if _, ran := getTimed(s.URL + "/ran"); ran != "0" {
+		t.Errorf("/work started %s times; want 0 (every client left while queued)", ran)
+	}
+}

@@ -75,11 +75,15 @@ type Handler struct {
 	BufferDir       string
 
 	mu      sync.Mutex
-	free    []*slot      // idle slots, the most recently used last; guarded by mu
-	count   int          // slots made, guarded by mu
-	lowFree int          // the fewest idle slots since the last trim, guarded by mu
-	sweeper sync.Once    // starts sweepSlots (watch.go)
-	spooled atomic.Int64 // bytes of BufferDiskBytes reserved by requests in flight
+	free    []*slot   // idle slots, the most recently used last; guarded by mu
+	count   int       // slots made, guarded by mu
+	lowFree int       // the fewest idle slots since the last trim, guarded by mu
+	sweeper sync.Once // starts sweepSlots (watch.go)
+	// sweepIdle: the sweep ticks at its idle rate; sweepKick wakes it
+	// (kickSweep). sweepKick is made with the sweep.
+	sweepIdle atomic.Bool
+	sweepKick chan struct{}
+	spooled   atomic.Int64 // bytes of BufferDiskBytes reserved by requests in flight
 
 	// The sweep's own state (gone.go), touched by its goroutine only.
 	polls   []unix.PollFd
@@ -132,7 +136,10 @@ type slot struct {
 var errSlot = errors.New("wsgi: cannot allocate a request slot")
 
 func (h *Handler) getSlot() (*slot, error) {
-	h.sweeper.Do(func() { go h.sweepSlots() })
+	h.sweeper.Do(func() {
+		h.sweepKick = make(chan struct{}, 1)
+		go h.sweepSlots()
+	})
 	h.mu.Lock()
 	if n := len(h.free); n > 0 {
 		s := h.free[n-1]
@@ -322,6 +329,7 @@ func (h *Handler) ServeHTTP1(w *http1.ResponseWriter, r *http1.Request) {
 		w.WriteSimple(503, "text/plain; charset=utf-8", []byte("Service Unavailable: request queue full\n"), []byte("Retry-After: 1\r\n"))
 		return
 	}
+	h.kickSweep()
 
 	// 3. Wait for the job to finish (done.go); past QueueTimeout a
 	//    job still queued is withdrawn and answered 503, and one whose

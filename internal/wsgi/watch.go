@@ -101,7 +101,16 @@ func (h *Handler) sweepSlots() {
 	busy := min(GoneEvery, idle)
 	lastTrim := time.Now()
 	t := time.NewTimer(idle)
-	for now := range t.C {
+	h.sweepIdle.Store(true)
+	for {
+		var now time.Time
+		select {
+		case now = <-t.C:
+		case <-h.sweepKick: // a request came while the sweep was idle
+			t.Stop()
+			now = time.Now()
+		}
+		h.sweepIdle.Store(false)
 		next := idle
 		if h.sweep(now) > 0 {
 			next = busy
@@ -110,7 +119,25 @@ func (h *Handler) sweepSlots() {
 			lastTrim = now
 			h.trim()
 		}
+		if next == idle {
+			// A request queued from here on kicks the sweep (kickSweep):
+			// an idle sweep's tick (up to 1 s) would let a client that
+			// left early be served anyway.
+			h.sweepIdle.Store(true)
+		}
 		t.Reset(next)
+	}
+}
+
+// kickSweep wakes an idle sweep for a request just queued, so that it
+// looks at queued requests every GoneEvery from now on. Under load the
+// sweep is busy and this is one atomic load.
+func (h *Handler) kickSweep() {
+	if h.sweepIdle.Load() {
+		select {
+		case h.sweepKick <- struct{}{}:
+		default:
+		}
 	}
 }
 
