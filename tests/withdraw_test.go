@@ -14,6 +14,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -357,5 +358,35 @@ func TestWithdraw_AbandonedOnIdleServer(t *testing.T) {
 	time.Sleep(1500 * time.Millisecond) // 20 × 0.05 s, were they run
 	if _, ran := getTimed(s.URL + "/ran"); ran != "0" {
 		t.Errorf("/work started %s times; want 0 (every client left while queued)", ran)
+	}
+}
+
+// A worker that stops while a view holds its only thread answers the
+// requests queued behind it 503 with Retry-After shortly before its
+// graceful timeout: they had been closed under their clients at the
+// timeout (an empty reply: a POST's client cannot tell whether it ran),
+// and logged and counted as clients that left. From a fresh review.
+func TestWithdraw_QueuedAtStopGet503(t *testing.T) {
+	s := Start(t, "--workers", "1", "--threads", "1", "--graceful-timeout", "3", "withdraw_app:app")
+	holdThread(t, s, "/sleep?10")
+	type answer struct{ head string }
+	answers := make(chan answer, 3)
+	for i := 0; i < 3; i++ {
+		go func() {
+			resp, _ := rawExchange(s.Addr, "POST /work?0.01 HTTP/1.1\r\nHost: a\r\nContent-Length: 2\r\n\r\nab", 8*time.Second)
+			head, _, _ := strings.Cut(resp, "\r\n\r\n")
+			answers <- answer{head: head}
+		}()
+	}
+	time.Sleep(300 * time.Millisecond) // all three queued
+	s.Signal(syscall.SIGTERM)
+	for i := 0; i < 3; i++ {
+		a := <-answers
+		if !strings.HasPrefix(a.head, "HTTP/1.1 503 ") || !strings.Contains(a.head, "Retry-After: 1") {
+			t.Errorf("a request queued at the stop got %q; want 503 with Retry-After", a.head)
+		}
+	}
+	if strings.Contains(s.Logs(), "queued requests withdrawn") {
+		t.Errorf("the stop's 503s were logged as clients that left")
 	}
 }

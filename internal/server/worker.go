@@ -29,6 +29,7 @@ import (
 	"turnstile/internal/tlsconf"
 	"turnstile/internal/venv"
 	"turnstile/internal/watchdog"
+	"turnstile/internal/wsgi"
 )
 
 // Exit statuses of a worker.
@@ -110,6 +111,7 @@ func Run(cfg *config.Config, log *slog.Logger) int {
 		log.Error(err.Error())
 		return ExitFailed
 	}
+	wsgiHandler, _ := h.(*wsgi.Handler) // nil for ASGI
 	// Static mounts answer in Go before the app (internal/static).
 	if h, err = static.New(static.Config{Mounts: cfg.Static, CacheControl: cfg.StaticCacheControl,
 		Symlinks: cfg.StaticSymlinks, Fallthrough: cfg.StaticFallthrough, Index: cfg.StaticIndex, Logger: log}, h); err != nil {
@@ -175,6 +177,14 @@ func Run(cfg *config.Config, log *slog.Logger) int {
 	deadline := time.Now().Add(cfg.GracefulTimeout)
 	ctx, cancel := context.WithDeadline(context.Background(), deadline)
 	defer cancel()
+	if wsgiHandler != nil {
+		// Requests still waiting for a pool thread shortly before the
+		// graceful timeout (a thread stuck in a view) get a 503 with
+		// Retry-After, not their connection closed under them.
+		margin := min(cfg.GracefulTimeout/10, 500*time.Millisecond)
+		expire := time.AfterFunc(time.Until(deadline)-margin, wsgiHandler.ExpireQueued)
+		defer expire.Stop()
+	}
 	if err := srv.Shutdown(ctx); err != nil {
 		log.Warn("graceful timeout passed: connections closed", "err", err)
 	}

@@ -60,6 +60,7 @@ const (
 	outcomeRan     = 0
 	outcomeExpired = 1 // past QueueTimeout: answer 503
 	outcomeGone    = 2 // the client left: answer nothing
+	outcomeStopped = 3 // the worker stops before a thread could take it: answer 503
 )
 
 // wake ends the wait of a slot whose job was withdrawn (it will never
@@ -108,6 +109,12 @@ func (h *Handler) sweep(now time.Time) int {
 			if h.QueueTimeout > 0 && now.Sub(start) >= h.QueueTimeout {
 				if s.cancel() {
 					s.wake(outcomeExpired)
+				}
+				return
+			}
+			if h.stopping.Load() {
+				if s.cancel() {
+					s.wake(outcomeStopped)
 				}
 				return
 			}

@@ -83,6 +83,7 @@ type Handler struct {
 	// (kickSweep). sweepKick is made with the sweep.
 	sweepIdle atomic.Bool
 	sweepKick chan struct{}
+	stopping  atomic.Bool  // ExpireQueued was called
 	spooled   atomic.Int64 // bytes of BufferDiskBytes reserved by requests in flight
 
 	// The sweep's own state (gone.go), touched by its goroutine only.
@@ -136,10 +137,7 @@ type slot struct {
 var errSlot = errors.New("wsgi: cannot allocate a request slot")
 
 func (h *Handler) getSlot() (*slot, error) {
-	h.sweeper.Do(func() {
-		h.sweepKick = make(chan struct{}, 1)
-		go h.sweepSlots()
-	})
+	h.sweeper.Do(h.startSweep)
 	h.mu.Lock()
 	if n := len(h.free); n > 0 {
 		s := h.free[n-1]
@@ -339,6 +337,11 @@ func (h *Handler) ServeHTTP1(w *http1.ResponseWriter, r *http1.Request) {
 		res.Status, res.Rejected = 503, true
 		res.QueueWait = time.Since(submitted) // all of it was spent queued
 		w.WriteSimple(503, "text/plain; charset=utf-8", []byte("Service Unavailable: timed out waiting for a worker thread\n"), []byte("Retry-After: 1\r\n"))
+		return
+	case outcomeStopped:
+		res.Status, res.Rejected = 503, true
+		res.QueueWait = time.Since(submitted)
+		w.WriteSimple(503, "text/plain; charset=utf-8", []byte("Service Unavailable: the server is restarting\n"), []byte("Retry-After: 1\r\n"))
 		return
 	case outcomeGone:
 		res.Status, res.Withdrawn = 499, true

@@ -129,6 +129,27 @@ func (h *Handler) sweepSlots() {
 	}
 }
 
+// ExpireQueued answers every request still waiting for a pool thread, and
+// every one queued after it, with 503 and Retry-After: the worker is
+// stopping and no thread will take them before its graceful timeout (a
+// thread stuck in a view). Called shortly before the timeout, so that
+// they get an answer a client may safely retry, not a connection closed
+// under them (a POST's client cannot tell whether it ran).
+func (h *Handler) ExpireQueued() {
+	h.stopping.Store(true)
+	h.sweeper.Do(h.startSweep)
+	select {
+	case h.sweepKick <- struct{}{}:
+	default:
+	}
+}
+
+// startSweep starts sweepSlots, once (h.sweeper).
+func (h *Handler) startSweep() {
+	h.sweepKick = make(chan struct{}, 1)
+	go h.sweepSlots()
+}
+
 // kickSweep wakes an idle sweep for a request just queued, so that it
 // looks at queued requests every GoneEvery from now on. Under load the
 // sweep is busy and this is one atomic load.
