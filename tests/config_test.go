@@ -282,6 +282,11 @@ func TestConfig_BadValues(t *testing.T) {
 			"turnstile: TURNSTILE_REQUEST_BUFFER_DISK -1: must not be negative",
 			`turnstile: --request-buffer-dir "/no/such/dir": want an existing directory`,
 		}},
+		// A directory that exists but takes no file: every spooled upload
+		// would have been a 503 (a fresh review).
+		{"request-buffer-dir-unusable", cfEnv(), []string{"--request-buffer-dir", "/proc"}, []string{
+			`turnstile: --request-buffer-dir "/proc": cannot create a file there (spool files for request bodies)`,
+		}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -593,7 +593,11 @@ func (c *Config) Validate() error {
 	if d := c.RequestBufferDir; d != "" {
 		if fi, err := os.Stat(d); err != nil || !fi.IsDir() {
 			bad("--request-buffer-dir %q: want an existing directory", d)
+		} else if c.RequestBufferBytes > 0 && c.RequestBufferDiskBytes > 0 && !canCreateIn(d) {
+			bad("--request-buffer-dir %q: cannot create a file there (spool files for request bodies)", d)
 		}
+	} else if c.RequestBufferBytes > 0 && c.RequestBufferDiskBytes > 0 && !canCreateIn(os.TempDir()) {
+		bad("--request-buffer-dir: the default %q ($TMPDIR, else /tmp) cannot take a file; set TMPDIR or --request-buffer-dir", os.TempDir())
 	}
 	c.validateHTTP(bad)
 	c.validateProxy(bad)
@@ -617,4 +621,17 @@ func (c *Config) UmaskValue() (int, bool, error) {
 		return 0, false, fmt.Errorf("want an octal mask like 0o22 or 027 (at most 0777)")
 	}
 	return int(n), true, nil
+}
+
+// canCreateIn reports whether a file can be created in dir (it is removed
+// at once): a directory that exists may still refuse one (/proc, a
+// read-only mount), and every spooled upload would then get a 503.
+func canCreateIn(dir string) bool {
+	f, err := os.CreateTemp(dir, ".turnstile-check-*")
+	if err != nil {
+		return false
+	}
+	f.Close()
+	os.Remove(f.Name())
+	return true
 }
