@@ -12,7 +12,6 @@ run. Writes bench/results/pair-<app>-<stamp>.meta.txt.
 import argparse
 import os
 import shlex
-import statistics
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -37,42 +36,19 @@ def main():
     p.add_argument("--out", default=os.path.join(T.WORK, "results"))
     a = p.parse_args()
     os.makedirs(a.out, exist_ok=True)
-    bins = {}
-    for name, src in (("A", a.a), ("B", a.b)):
-        bins[name], info = T.snapshot_turnstile(src)
-        os.rename(bins[name], bins[name] + name)
-        bins[name] += name
-        bins[name + "_info"] = info
+    bins = T.snapshot_pair(a.a, a.b)
     st = T.stamp()
     tag = a.app.split(":")[0]
     load_before, started = T.R.loadavg(), T.R.utcnow()
-    lines, res = [], {"A": [], "B": []}
     log = os.path.join(T.WORK, "logs", "pair-%s-%s.log" % (tag, st))
-    for pair in range(1, a.pairs + 1):
-        for name in (("A", "B") if pair % 2 else ("B", "A")):
-            T.quiet(max_wait=10)
-            extra = shlex.split(a.a_args if name == "A" else a.b_args)
-            srv, port, _ = T.make_server("turnstile", bins[name], a.venv, APPS, a.app, a.threads, log, extra=extra)
-            url = "http://%s:%d%s" % (T.HOST, port, a.path)
-            try:
-                srv.wait_ready(port, a.path)
-                T.wrk(a.conns, 1, url)
-                k0 = T.Mark(srv.proc.pid)
-                _, r = T.wrk(a.conns, a.duration, url)
-                k1 = T.Mark(srv.proc.pid)
-            finally:
-                srv.stop()
-            u = T.usage(k0, k1)
-            cpu = u["server_cpu_s"] / r["requests"] * 1e6
-            res[name].append((r["rps"], cpu, u["others_cores"]))
-            line = "pair %d %s %8.0f req/s %7.2f cpu-µs/req others %.2f" % (pair, name, r["rps"], cpu, u["others_cores"])
-            lines.append(line)
-            print(line, flush=True)
-    summary = ["%s: median %.0f req/s, %.2f cpu-µs/req" % (
-        n, statistics.median(x[0] for x in res[n]), statistics.median(x[1] for x in res[n])) for n in ("A", "B")]
-    ratios = [b[1] / a_[1] for a_, b in zip(res["A"], res["B"])]
-    summary.append("per-pair CPU ratio B/A: %s (median %.3f)" % (", ".join("%.3f" % v for v in ratios),
-                                                                  statistics.median(ratios)))
+
+    def start(name):
+        extra = shlex.split(a.a_args if name == "A" else a.b_args)
+        srv, port, _ = T.make_server("turnstile", bins[name], a.venv, APPS, a.app, a.threads, log, extra=extra)
+        srv.wait_ready(port, a.path)
+        return srv, "http://%s:%d%s" % (T.HOST, port, a.path)
+
+    lines, _, summary = T.run_pairs(a.pairs, a.conns, a.duration, start)
     text = "\n".join(lines + [""] + summary)
     print("\n" + "\n".join(summary))
     base = os.path.join(a.out, "pair-%s-%s" % (tag, st))

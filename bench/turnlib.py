@@ -12,6 +12,7 @@ import math
 import os
 import re
 import shlex
+import statistics
 import subprocess
 import sys
 import time
@@ -334,3 +335,47 @@ def portless(cmd, *ports):
         if p:
             s = s.replace(str(p), name)
     return s
+
+
+# ---------------------------------------------------------------- A/B pairs
+
+def snapshot_pair(a, b):
+    """Snapshots of binaries A and B (snapshot_turnstile), named apart."""
+    bins = {}
+    for name, src in (("A", a), ("B", b)):
+        bins[name], info = snapshot_turnstile(src)
+        os.rename(bins[name], bins[name] + name)
+        bins[name] += name
+        bins[name + "_info"] = info
+    return bins
+
+
+def run_pairs(pairs, conns, duration, start):
+    """Interleaved A/B runs (order alternated), a fresh server per run.
+    start(name) starts server A or B and returns (Srv, url), the server
+    ready. Returns the printed lines, {name: [(rps, cpu_us, others)]} and
+    the summary lines (medians, per-pair CPU ratio B/A)."""
+    lines, res = [], {"A": [], "B": []}
+    for pair in range(1, pairs + 1):
+        for name in (("A", "B") if pair % 2 else ("B", "A")):
+            quiet(max_wait=10)
+            srv, url = start(name)
+            try:
+                wrk(conns, 1, url)
+                k0 = Mark(srv.proc.pid)
+                _, r = wrk(conns, duration, url)
+                k1 = Mark(srv.proc.pid)
+            finally:
+                srv.stop()
+            u = usage(k0, k1)
+            cpu = u["server_cpu_s"] / r["requests"] * 1e6
+            res[name].append((r["rps"], cpu, u["others_cores"]))
+            line = "pair %d %s %8.0f req/s %7.2f cpu-µs/req others %.2f" % (pair, name, r["rps"], cpu, u["others_cores"])
+            lines.append(line)
+            print(line, flush=True)
+    summary = ["%s: median %.0f req/s, %.2f cpu-µs/req" % (
+        n, statistics.median(x[0] for x in res[n]), statistics.median(x[1] for x in res[n])) for n in ("A", "B")]
+    ratios = [b[1] / a[1] for a, b in zip(res["A"], res["B"])]
+    summary.append("per-pair CPU ratio B/A: %s (median %.3f)" % (", ".join("%.3f" % v for v in ratios),
+                                                                  statistics.median(ratios)))
+    return lines, res, summary

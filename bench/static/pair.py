@@ -10,7 +10,6 @@ Writes bench/results/static-pair-<stamp>.meta.txt (rows and summary).
 
 import argparse
 import os
-import statistics
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -35,43 +34,22 @@ def main():
     a = p.parse_args()
     os.makedirs(a.out, exist_ok=True)
     static_dir = S.make_files(os.path.join(T.WORK, "static-files"))
-    bins = {}
-    for name, src in (("A", a.a), ("B", a.b)):
-        bins[name], info = T.snapshot_turnstile(src)
-        os.rename(bins[name], bins[name] + name)
-        bins[name] += name
-        bins[name + "_info"] = info
+    bins = T.snapshot_pair(a.a, a.b)
     st = T.stamp()
     load_before, started = T.R.loadavg(), T.R.utcnow()
-    lines, res = [], {"A": [], "B": []}
-    for pair in range(1, a.pairs + 1):
-        for name in (("A", "B") if pair % 2 else ("B", "A")):
-            T.quiet(max_wait=10)
-            port = T.R.free_port()
-            argv, env, cwd = S.server_argv("turnstile", bins[name], a.venv, port, static_dir, None)
-            srv = T.Srv(name, argv, a.venv, cwd, os.path.join(T.WORK, "logs", "static-pair-%s.log" % st), env)
-            url = "http://%s:%d/static/%s.bin" % (T.HOST, port, a.file)
-            try:
-                err = S.check(url, S.FILES[a.file])
-                if err:
-                    sys.exit("%s: %s" % (name, err))
-                T.wrk(a.conns, 1, url)
-                k0 = T.Mark(srv.proc.pid)
-                _, r = T.wrk(a.conns, a.duration, url)
-                k1 = T.Mark(srv.proc.pid)
-            finally:
-                srv.stop()
-            u = T.usage(k0, k1)
-            cpu = u["server_cpu_s"] / r["requests"] * 1e6
-            res[name].append((r["rps"], cpu, u["others_cores"]))
-            line = "pair %d %s %8.0f req/s %7.2f cpu-µs/req others %.2f" % (pair, name, r["rps"], cpu, u["others_cores"])
-            lines.append(line)
-            print(line, flush=True)
-    summary = ["%s: median %.0f req/s, %.2f cpu-µs/req" % (
-        n, statistics.median(x[0] for x in res[n]), statistics.median(x[1] for x in res[n])) for n in ("A", "B")]
-    ratios = [b[1] / a_[1] for a_, b in zip(res["A"], res["B"])]
-    summary.append("per-pair CPU ratio B/A: %s (median %.3f)" % (", ".join("%.3f" % v for v in ratios),
-                                                                  statistics.median(ratios)))
+
+    def start(name):
+        port = T.R.free_port()
+        argv, env, cwd = S.server_argv("turnstile", bins[name], a.venv, port, static_dir, None)
+        srv = T.Srv(name, argv, a.venv, cwd, os.path.join(T.WORK, "logs", "static-pair-%s.log" % st), env)
+        url = "http://%s:%d/static/%s.bin" % (T.HOST, port, a.file)
+        err = S.check(url, S.FILES[a.file])
+        if err:
+            srv.stop()
+            sys.exit("%s: %s" % (name, err))
+        return srv, url
+
+    lines, _, summary = T.run_pairs(a.pairs, a.conns, a.duration, start)
     text = "\n".join(lines + [""] + summary)
     print("\n" + "\n".join(summary))
     base = os.path.join(a.out, "static-pair-%s" % st)
