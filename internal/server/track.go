@@ -113,7 +113,7 @@ func (t *tracker) watch() {
 			reported[key] = true
 			t.log.Warn("request running past --timeout; replacing this worker gracefully",
 				"method", r.Method, "target", r.Target, "remote", r.Remote,
-				"age_s", age.Round(time.Millisecond).Seconds(), "queued_s", r.Running.Sub(r.Start).Round(time.Millisecond).Seconds(),
+				"age_s", msSeconds(age), "queued_s", msSeconds(r.Running.Sub(r.Start)),
 				"timeout_s", t.timeout.Seconds(), "thread", "ts-py-"+strconv.Itoa(r.Thread),
 				"stack", joinFrames(python.SampleStack(python.PoolThreadState(r.Thread))))
 			t.ctl.recycle("timeout", r.Method+" "+r.Target+" running "+age.Round(time.Millisecond).String())
@@ -151,7 +151,7 @@ func (t *tracker) watchLoop(reported bool) bool {
 		stack = joinFrames(python.SampleStack(h.TState))
 	}
 	t.log.Warn("event loop blocked past --timeout; replacing this worker gracefully",
-		"stalled_s", age.Round(time.Millisecond).Seconds(), "timeout_s", t.timeout.Seconds(),
+		"stalled_s", msSeconds(age), "timeout_s", t.timeout.Seconds(),
 		"requests", strings.Join(reqs, "; "), "stack", stack)
 	t.ctl.recycle("timeout", "event loop blocked "+age.Round(time.Millisecond).String())
 	return true
@@ -163,4 +163,10 @@ func joinFrames(frames []python.Frame) string {
 		lines[i] = f.String()
 	}
 	return strings.Join(lines, "\n")
+}
+
+// msSeconds is d in seconds to the millisecond, as a log field: 3.264, not
+// the 3.2640000000000002 that Round(time.Millisecond).Seconds() prints.
+func msSeconds(d time.Duration) float64 {
+	return float64(d.Milliseconds()) / 1000
 }
