@@ -122,6 +122,13 @@ func run() int {
 	f.StringVar(&cfg.LogLevel, "log-level", "info", "debug, info, warning or error")
 	f.StringVar(&cfg.LogFormat, "log-format", "text", "text or json")
 	f.BoolVar(&cfg.AccessLog, "access-log", false, "log one line per request")
+	f.BoolVar(&cfg.ServerHeader, "server-header", false, "send \"Server: turnstile\" (not on a response that has its own Server)")
+	f.Var(negated{&cfg.ServerHeader}, "no-server-header", "send no Server header (same as --server-header=false)")
+	f.Lookup("no-server-header").NoOptDefVal = "true"
+	f.BoolVar(&cfg.DateHeader, "date-header", true, "send the Date header")
+	f.Var(negated{&cfg.DateHeader}, "no-date-header", "send no Date header (same as --date-header=false)")
+	f.Lookup("no-date-header").NoOptDefVal = "true"
+	f.StringArrayVar(&cfg.Headers, "header", nil, "add NAME:VALUE to every response, as uvicorn's --header (repeatable)")
 	f.IntVar(&cfg.LimitRequestLine, "limit-request-line", config.DefaultLimitRequestLine, "longest request line in bytes (414)")
 	f.IntVar(&cfg.LimitRequestFields, "limit-request-fields", config.DefaultLimitRequestFields, "most header fields (431)")
 	f.IntVar(&cfg.LimitRequestFieldSize, "limit-request-field-size", config.DefaultLimitRequestFieldSize, "longest header field in bytes (431)")
