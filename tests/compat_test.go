@@ -209,6 +209,12 @@ func TestCompat_Headers(t *testing.T) {
 	if strings.Contains(head, "\r\nDate:") {
 		t.Errorf("--no-date-header sent Date:\n%s", head)
 	}
+	// HTTP/2 (h2c) the same.
+	s := Start(t, "--header", "X-Frame-Options:DENY", "--server-header", "--no-date-header", "hello:app")
+	code, h, _ := do(t, h2cConn(t, s.Addr), "GET", s.URL+"/", nil)
+	if code != 200 || h.Get("X-Frame-Options") != "DENY" || h.Get("Server") != "turnstile" || h.Values("Date") != nil {
+		t.Errorf("HTTP/2: %d %v", code, h)
+	}
 }
 
 // --chdir is a real chdir before everything (the app's os.getcwd(), the
@@ -229,7 +235,9 @@ def app(environ, start_response):
                         "quoted": os.environ.get("QUOTED"), "kept": os.environ.get("KEPT")}).encode()]
 `)
 	write("app.env", "# settings\nGREETING=hello\nexport QUOTED=\"two\\nlines\" # comment\nKEPT=from-file\n")
-	cmd := compatCommand(t, "/", "--host", "127.0.0.1", "--port", "0", "--chdir", dir, "--env-file", "app.env", "compat_probe:app")
+	// A relative --chdir: the workers, started with the same arguments,
+	// must not change directory again.
+	cmd := compatCommand(t, filepath.Dir(dir), "--host", "127.0.0.1", "--port", "0", "--workers", "2", "--chdir", filepath.Base(dir), "--env-file", "app.env", "compat_probe:app")
 	cmd.Env = append(cmd.Env, "KEPT=from-env")
 	s := cfStartCmd(t, cmd)
 	m := cfApp(t, s)
