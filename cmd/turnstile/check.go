@@ -4,8 +4,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"regexp"
+	"strconv"
 	"strings"
 	"syscall"
 	"text/tabwriter"
@@ -31,8 +33,19 @@ var reservedEnv = []string{
 // validates, the virtualenv and --app-dir included outside a worker. Each
 // bad value is one line naming where it came from.
 func loadConfig(cmd *cobra.Command, cfg *config.Config, maxRSSMiB *int64, app string) (*cliconf.Result, error) {
-	res, err := cliconf.Load(cmd.Flags(), cliconf.Options{
-		Skip:       []string{"help", "version", "format"},
+	fs := cmd.Flags()
+	if err := refuse(fs); err != nil {
+		return nil, err
+	}
+	if f := fs.Lookup("config"); f.Changed && strings.HasSuffix(f.Value.String(), ".py") {
+		return nil, fmt.Errorf("--config %s: turnstile's file is TOML with its flag names (workers = 4), not gunicorn's Python: see the README, \"Coming from gunicorn / uvicorn\"", f.Value.String())
+	}
+	skip := []string{"help", "version", "format"}
+	for name := range refused {
+		skip = append(skip, name)
+	}
+	res, err := cliconf.Load(fs, cliconf.Options{
+		Skip:       skip,
 		ConfigFlag: "config",
 		Reserved:   reservedEnv,
 		Worker:     server.IsWorker(),
@@ -40,6 +53,21 @@ func loadConfig(cmd *cobra.Command, cfg *config.Config, maxRSSMiB *int64, app st
 		DefaultEnv: map[string]string{"forwarded-allow-ips": config.EnvForwardedAllowIPs},
 	})
 	if err != nil {
+		return nil, err
+	}
+	// --chdir first, so that every other path is relative to it; a
+	// worker inherits the master's directory and environment (--env-file).
+	if dir, _ := fs.GetString("chdir"); dir != "" && !server.IsWorker() {
+		if err := os.Chdir(dir); err != nil {
+			return nil, errors.New(res.Label("chdir") + " " + strconvQuote(dir) + ": " + errText(err))
+		}
+	}
+	if file, _ := fs.GetString("env-file"); file != "" && !server.IsWorker() {
+		if err := loadEnvFile(file); err != nil {
+			return nil, errors.New(res.Label("env-file") + " " + err.Error())
+		}
+	}
+	if err := applyBind(fs, res, cfg); err != nil {
 		return nil, err
 	}
 	cfg.App = app
@@ -115,8 +143,13 @@ func checkCommand(cfg *config.Config, maxRSSMiB *int64, code *int) *cobra.Comman
 					settings[i].Value = "***"
 				}
 			}
+			// The address served, from --host/--port, --uds or --bind.
+			addr := net.JoinHostPort(cfg.Host, strconv.Itoa(cfg.Port))
+			if cfg.UDS != "" {
+				addr = "unix:" + cfg.UDS
+			}
 			if format == "json" {
-				out := map[string]any{"app": cfg.App, "interface": kind, "config_file": res.File, "settings": settings}
+				out := map[string]any{"app": cfg.App, "interface": kind, "address": addr, "config_file": res.File, "settings": settings}
 				if ierr != nil {
 					out["interface"] = nil
 					out["error"] = traceback
@@ -127,6 +160,7 @@ func checkCommand(cfg *config.Config, maxRSSMiB *int64, code *int) *cobra.Comman
 			} else {
 				tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
 				fmt.Fprintf(tw, "app\t%s\n", cfg.App)
+				fmt.Fprintf(tw, "address\t%s\n", addr)
 				if ierr == nil {
 					fmt.Fprintf(tw, "interface\t%s\n", kind)
 				} else {

@@ -69,7 +69,8 @@ func run() int {
 	// Every flag is persistent: `turnstile check` takes the same ones.
 	f := cmd.PersistentFlags()
 	f.SortFlags = false
-	f.String("config", "", "TOML file of settings (keys are flag names; also $TURNSTILE_CONFIG)")
+	f.StringP("config", "c", "", "TOML file of settings (keys are flag names; also $TURNSTILE_CONFIG)")
+	f.StringArrayP("bind", "b", nil, "gunicorn's address: HOST:PORT, HOST (port 8000), [IPV6]:PORT or unix:PATH; one only, instead of --host/--port/--uds")
 	f.StringVar(&cfg.Host, "host", config.DefaultHost, "bind to this host")
 	f.IntVar(&cfg.Port, "port", config.DefaultPort, "bind to this port (0 = any free port)")
 	f.StringVar(&cfg.UDS, "uds", "", "bind to this Unix socket instead of host:port")
@@ -77,6 +78,8 @@ func run() int {
 	f.BoolVar(&cfg.Factory, "factory", false, "treat MODULE:ATTR as a factory to call for the app")
 	f.StringVar(&cfg.Interface, "interface", "auto", "app interface: auto, wsgi or asgi")
 	f.StringVar(&cfg.AppDir, "app-dir", "", "directory put first on sys.path (default: current directory)")
+	f.String("chdir", "", "change to this directory before anything else, as gunicorn does: the app's current directory, the default --app-dir, and the base of relative paths")
+	f.String("env-file", "", "dotenv file (KEY=VALUE lines) whose variables the app sees in os.environ; variables already set win, as in uvicorn")
 	f.StringVar(&cfg.Venv, "venv", "", "virtualenv to run the app in (default: $VIRTUAL_ENV)")
 	f.StringVar(&cfg.RootPath, "root-path", "", "path prefix the app is mounted at (SCRIPT_NAME)")
 	f.BoolVar(&cfg.ProxyHeaders, "proxy-headers", true, "from --forwarded-allow-ips peers, take the client, scheme and host from X-Forwarded-* / Forwarded")
@@ -99,10 +102,11 @@ func run() int {
 	f.DurationVar(&cfg.LoopStallThreshold, "loop-stall-threshold", config.DefaultLoopStallThreshold, "log the stack of an event loop blocked this long (0: off)")
 	f.DurationVar(&cfg.SlowRequestThreshold, "slow-request-threshold", config.DefaultSlowRequestThreshold, "log the stack of a WSGI request running this long (0: off)")
 	f.Float64Var(&cfg.SwitchInterval, "switch-interval", 0, "sys.setswitchinterval in seconds (0: CPython's 0.005)")
-	f.IntVar(&cfg.Workers, "workers", 1, "worker processes, each with its own CPython, under a master")
+	f.IntVarP(&cfg.Workers, "workers", "w", 1, "worker processes, each with its own CPython, under a master")
 	f.Var(seconds(&cfg.StartupTimeout, config.DefaultStartupTimeout), "startup-timeout", "longest a worker may take to import the app and serve (seconds or a duration)")
 	f.Var(seconds(&cfg.Timeout, 0), "timeout", "a worker stuck this long is logged and replaced gracefully: a WSGI request running (not queued) this long, or an ASGI event loop not turning this long (seconds or a duration; 0 = off)")
 	f.IntVar(&cfg.MaxRequests, "max-requests", 0, "replace a worker after this many requests (0 = never)")
+	f.IntVar(&cfg.MaxRequests, "limit-max-requests", 0, "alias of --max-requests (uvicorn's name)")
 	f.IntVar(&cfg.MaxRequestsJitter, "max-requests-jitter", 0, "add a random 0..N to --max-requests per worker")
 	f.Var(seconds(&cfg.WorkersLifetime, 0), "workers-lifetime", "replace a worker this long after it started serving (seconds or a duration; 0 = never)")
 	f.Int64Var(&maxRSSMiB, "workers-max-rss", 0, "replace a worker whose resident memory exceeds this many MiB (0 = no limit)")
@@ -119,9 +123,17 @@ func run() int {
 	f.BoolVar(&cfg.StaticIndex, "static-index", false, "serve index.html for a static URL ending in /")
 	f.StringVar(&cfg.AdminBind, "admin-bind", config.DefaultAdminBind, "admin listener host:port for /livez /readyz /metrics, or off")
 	f.Var(seconds(&cfg.GracefulTimeout, config.DefaultGracefulTimeout), "graceful-timeout", "time in-flight requests get after SIGTERM/SIGINT")
+	f.Var(seconds(&cfg.GracefulTimeout, config.DefaultGracefulTimeout), "timeout-graceful-shutdown", "alias of --graceful-timeout (uvicorn's name)")
 	f.StringVar(&cfg.LogLevel, "log-level", "info", "debug, info, warning or error")
 	f.StringVar(&cfg.LogFormat, "log-format", "text", "text or json")
 	f.BoolVar(&cfg.AccessLog, "access-log", false, "log one line per request")
+	f.BoolVar(&cfg.ServerHeader, "server-header", false, "send \"Server: turnstile\" (not on a response that has its own Server)")
+	f.Var(negated{&cfg.ServerHeader}, "no-server-header", "send no Server header (same as --server-header=false)")
+	f.Lookup("no-server-header").NoOptDefVal = "true"
+	f.BoolVar(&cfg.DateHeader, "date-header", true, "send the Date header")
+	f.Var(negated{&cfg.DateHeader}, "no-date-header", "send no Date header (same as --date-header=false)")
+	f.Lookup("no-date-header").NoOptDefVal = "true"
+	f.StringArrayVar(&cfg.Headers, "header", nil, "add NAME:VALUE to every response, as uvicorn's --header (repeatable)")
 	f.IntVar(&cfg.LimitRequestLine, "limit-request-line", config.DefaultLimitRequestLine, "longest request line in bytes (414)")
 	f.IntVar(&cfg.LimitRequestFields, "limit-request-fields", config.DefaultLimitRequestFields, "most header fields (431)")
 	f.IntVar(&cfg.LimitRequestFieldSize, "limit-request-field-size", config.DefaultLimitRequestFieldSize, "longest header field in bytes (431)")
@@ -129,6 +141,7 @@ func run() int {
 	f.IntVar(&cfg.LimitConcurrency, "limit-concurrency", 0, "most requests handled at once; more get 503 (0 = no limit)")
 	f.Var(seconds(&cfg.TimeoutRequestHeader, config.DefaultTimeoutRequestHeader), "timeout-request-header", "time from accept to the end of the request head (408)")
 	f.Var(seconds(&cfg.TimeoutKeepAlive, config.DefaultTimeoutKeepAlive), "timeout-keep-alive", "idle time allowed between requests")
+	f.Var(seconds(&cfg.TimeoutKeepAlive, config.DefaultTimeoutKeepAlive), "keep-alive", "alias of --timeout-keep-alive (gunicorn's name; seconds)")
 	f.Var(seconds(&cfg.TimeoutKeepAliveDrain, config.DefaultTimeoutKeepAliveDrain), "timeout-keep-alive-drain", "when a worker stops, idle kept-alive connections stay open this long (within --graceful-timeout); a request on one is served with Connection: close (0 = close at once)")
 	f.Var(seconds(&cfg.TimeoutBody, config.DefaultTimeoutBody), "timeout-body", "longest gap between reads of a request body")
 	f.IntVar(&cfg.MinBodyRate, "min-body-rate", 240, "slowest request body in bytes/s after a 5 s grace; slower gets 408 (0: off)")
@@ -140,6 +153,8 @@ func run() int {
 	f.StringVar(&cfg.SSLKeyFile, "ssl-keyfile", "", "PEM private key, possibly encrypted (PKCS#8 or legacy PEM)")
 	f.StringVar(&cfg.SSLKeyFilePassword, "ssl-keyfile-password", "", "password of an encrypted --ssl-keyfile")
 	f.StringVar(&cfg.SSLCA, "ssl-ca", "", "PEM bundle of the CAs that sign client certificates (mTLS)")
+	f.StringVar(&cfg.SSLCA, "ssl-ca-certs", "", "alias of --ssl-ca (uvicorn's name)")
+	f.StringVar(&cfg.SSLCA, "ca-certs", "", "alias of --ssl-ca (gunicorn's name)")
 	f.StringVar(&cfg.SSLClientVerify, "ssl-client-verify", "none", "client certificates: none, optional or required (needs --ssl-ca)")
 	f.StringVar(&cfg.SSLMinVersion, "ssl-min-version", "1.2", "lowest TLS version: 1.2 or 1.3")
 	f.StringVar(&cfg.SSLCiphers, "ssl-ciphers", "", "TLS 1.2 cipher suites, OpenSSL names separated by ':' (default: Mozilla intermediate, ECDHE with AES-GCM or CHACHA20-POLY1305)")
@@ -153,7 +168,28 @@ func run() int {
 	f.Var(seconds(&cfg.HTTP2KeepAliveInterval, 0), "http2-keep-alive-interval", "send an HTTP/2 PING after this long without a frame (seconds or a duration; 0 = never)")
 	f.Var(seconds(&cfg.HTTP2KeepAliveTimeout, config.DefaultHTTP2KeepAliveTimeout), "http2-keep-alive-timeout", "close an HTTP/2 connection whose PING is unanswered this long (seconds or a duration)")
 
+	// gunicorn's and uvicorn's flags turnstile has no use for: hidden,
+	// each refused with one line (refused, in check.go).
+	f.Bool("preload", false, "")
+	f.BoolP("daemon", "D", false, "")
+	f.StringP("worker-class", "k", "", "")
+	f.String("access-logfile", "", "")
+	f.String("error-logfile", "", "")
+	f.String("log-file", "", "")
+	for name := range refused {
+		f.MarkHidden(name)
+	}
+	cmd.SetFlagErrorFunc(flagError)
+
 	cmd.AddCommand(checkCommand(&cfg, &maxRSSMiB, &code))
+	cmd.AddCommand(&cobra.Command{
+		Use:   "version",
+		Short: "Print turnstile's version and its CPython's (as --version)",
+		Args:  cobra.NoArgs,
+		Run: func(c *cobra.Command, _ []string) {
+			fmt.Println("turnstile version " + cmd.Version)
+		},
+	})
 
 	if err := cmd.Execute(); err != nil {
 		for _, line := range strings.Split(err.Error(), "\n") {

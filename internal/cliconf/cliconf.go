@@ -661,8 +661,23 @@ func splitList(v string) ([]string, error) {
 	return rec, nil
 }
 
-// suggest returns ` (did you mean "x"?)` for the closest name, or "".
-func suggest(got string, names []string, _ string) string {
+// Source says where setting name's value came from (Default for an
+// unknown name).
+func (r *Result) Source(name string) Source {
+	if s := r.settings[r.target(name)]; s != nil {
+		return s.Source
+	}
+	return Default
+}
+
+// Suggest returns " (did you mean PREFIX+x?)" for the name closest to
+// got, or "" when none is close: for an unknown flag (prefix "--").
+func Suggest(got string, names []string, prefix string) string {
+	return suggest(got, names, prefix)
+}
+
+// suggest returns ` (did you mean x?)` for the closest name, or "".
+func suggest(got string, names []string, prefix string) string {
 	best, bestD := "", 1<<30
 	g := strings.ToLower(got)
 	for _, n := range names {
@@ -675,7 +690,7 @@ func suggest(got string, names []string, _ string) string {
 	if best == "" || bestD > limit {
 		return ""
 	}
-	return fmt.Sprintf(" (did you mean %s?)", best)
+	return fmt.Sprintf(" (did you mean %s%s?)", prefix, best)
 }
 
 // distance is the Levenshtein distance, with '_' and '-' equal.

@@ -225,6 +225,16 @@ type Config struct {
 	// connections at once.
 	TimeoutKeepAliveDrain time.Duration `json:"timeout_keep_alive_drain,omitempty"`
 
+	// ServerHeader sends "Server: turnstile" on responses that have no
+	// Server field of their own (uvicorn's --server-header). Default off.
+	ServerHeader bool `json:"server_header,omitempty"`
+	// DateHeader sends the Date header (RFC 9110 §6.6.1). Default on (the
+	// flag's default); the zero value is off (uvicorn's --no-date-header).
+	DateHeader bool `json:"date_header,omitempty"`
+	// Headers are added to every response, "Name: value" (or
+	// "Name:value"), as uvicorn's --header. Default none.
+	Headers []string `json:"headers,omitempty"`
+
 	// LogLevel is debug, info, warning or error. Default info.
 	LogLevel string `json:"log_level,omitempty"`
 	// LogFormat is text or json. Default text.
@@ -462,8 +472,11 @@ func (c *Config) Validate() error {
 	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
 	if c.App == "" {
 		bad("an app is required: turnstile [flags] MODULE:ATTR")
-	} else if m, a, ok := strings.Cut(c.App, ":"); !ok || m == "" || a == "" {
-		bad("app %q is not MODULE:ATTR", c.App)
+	} else if err := checkApp(c.App); err != nil {
+		errs = append(errs, err)
+	}
+	if _, err := c.HeaderBlock(); err != nil {
+		errs = append(errs, err)
 	}
 	switch c.Interface {
 	case "auto", "wsgi", "asgi":
@@ -602,6 +615,73 @@ func (c *Config) Validate() error {
 	c.validateHTTP(bad)
 	c.validateProxy(bad)
 	return errors.Join(errs...)
+}
+
+// checkApp checks MODULE:ATTR, with a hint for what gunicorn and uvicorn
+// users type: a file name (app.py:app) or a bare module (gunicorn takes
+// "app" as app:application; turnstile, like uvicorn, wants the attribute).
+func checkApp(app string) error {
+	m, a, ok := strings.Cut(app, ":")
+	mod, dir := strings.TrimSuffix(m, ".py"), ""
+	if i := strings.LastIndex(mod, "/"); i >= 0 {
+		dir, mod = mod[:i], mod[i+1:]
+	}
+	give := mod // what to type instead
+	if dir != "" {
+		give = "--app-dir " + dir + " " + mod
+	}
+	switch {
+	case mod == "" || strings.ContainsAny(mod, " \t"):
+		return fmt.Errorf("app %q is not MODULE:ATTR", app)
+	case !ok:
+		return fmt.Errorf("app %q is not MODULE:ATTR: turnstile does not default the attribute (gunicorn would take %s:application; uvicorn, like turnstile, wants it): give %s:application or %s:app", app, mod, give, mod)
+	case a == "":
+		return fmt.Errorf("app %q is not MODULE:ATTR", app)
+	case m != mod:
+		return fmt.Errorf("app %q: MODULE is a module name, not a file: give %s:%s", app, give, a)
+	}
+	return nil
+}
+
+// HeaderBlock returns Headers as "Name: value\r\n" lines, checking each:
+// a token name and a value with no control characters, not a header
+// turnstile itself frames the response with.
+func (c *Config) HeaderBlock() ([]byte, error) {
+	var b []byte
+	var errs []error
+	for _, h := range c.Headers {
+		name, value, ok := strings.Cut(h, ":")
+		value = strings.Trim(value, " \t")
+		if !ok || !isToken(name) {
+			errs = append(errs, fmt.Errorf("--header %q: want NAME:VALUE, like X-Frame-Options:DENY", h))
+			continue
+		}
+		if strings.ContainsFunc(value, func(r rune) bool { return r < 0x20 && r != '\t' || r == 0x7f }) {
+			errs = append(errs, fmt.Errorf("--header %q: the value must be one line, without control characters", h))
+			continue
+		}
+		switch strings.ToLower(name) {
+		case "content-length", "transfer-encoding", "connection", "keep-alive", "upgrade", "proxy-connection", "date", "server":
+			errs = append(errs, fmt.Errorf("--header %q: %s is turnstile's to send (see --date-header, --server-header)", h, name))
+			continue
+		}
+		b = append(b, name+": "+value+"\r\n"...)
+	}
+	return b, errors.Join(errs...)
+}
+
+// isToken reports whether s is an RFC 9110 token (a field name).
+func isToken(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0) {
+			return false
+		}
+	}
+	return true
 }
 
 // UmaskValue parses Umask: the mask and true, or false when Umask is ""

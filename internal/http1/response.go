@@ -2,6 +2,7 @@ package http1
 
 import (
 	"bufio"
+	"bytes"
 	"io"
 	"os"
 	"strconv"
@@ -113,10 +114,13 @@ func (w *ResponseWriter) begin(status int) error {
 
 func (w *ResponseWriter) finishHead(contentType string, header []byte, n int64, close bool) error {
 	bw, req := w.bw, w.req
-	bw.WriteString("\r\nDate: ")
-	bw.Write(httpDate())
 	bw.WriteString("\r\n")
-	if s := w.c.srv.ServerHeader; s != "" {
+	if !w.c.srv.NoDateHeader {
+		bw.WriteString("Date: ")
+		bw.Write(httpDate())
+		bw.WriteString("\r\n")
+	}
+	if s := w.c.srv.ServerHeader; s != "" && !hasField(header, "server") {
 		bw.WriteString("Server: ")
 		bw.WriteString(s)
 		bw.WriteString("\r\n")
@@ -126,6 +130,7 @@ func (w *ResponseWriter) finishHead(contentType string, header []byte, n int64, 
 		bw.WriteString(contentType)
 		bw.WriteString("\r\n")
 	}
+	bw.Write(w.c.srv.ExtraHeader)
 	bw.Write(header)
 
 	w.noBody = req.isHead() || w.status == 204 || w.status == 304
@@ -431,4 +436,21 @@ func statusText(code int) string {
 		return "HTTP Version Not Supported"
 	}
 	return "Status"
+}
+
+// hasField reports whether the serialised header block has a field name
+// (lower case).
+func hasField(header []byte, name string) bool {
+	for len(header) > 0 {
+		line := header
+		if i := bytes.Index(header, crlf); i >= 0 {
+			line, header = header[:i], header[i+2:]
+		} else {
+			header = nil
+		}
+		if len(line) > len(name) && line[len(name)] == ':' && equalFoldString(line[:len(name)], name) {
+			return true
+		}
+	}
+	return false
 }

@@ -127,7 +127,14 @@ type Server struct {
 	// closes. Default: DefaultWriteTimeout (30s).
 	WriteTimeout time.Duration
 	// ServerHeader is the value of the Server response header; "" omits it.
+	// A response whose own header section has a Server field keeps that one.
 	ServerHeader string
+	// NoDateHeader omits the Date response header (RFC 9110 §6.6.1 allows
+	// it; uvicorn's --no-date-header).
+	NoDateHeader bool
+	// ExtraHeader is added to every response: "Name: value\r\n" lines,
+	// validated by the caller (uvicorn's --header).
+	ExtraHeader []byte
 	// HTTP2 serves the connections that speak HTTP/2 (RFC 9113): a TLS
 	// connection that negotiated "h2" by ALPN (RFC 7301), or any
 	// connection that starts with the client preface (prior knowledge,

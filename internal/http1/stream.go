@@ -301,6 +301,13 @@ func (st *stream) writeHead(w *ResponseWriter, status int, contentType string, h
 	if contentType != "" {
 		h["Content-Type"] = []string{contentType}
 	}
+	if st.s.NoDateHeader {
+		h["Date"] = nil // present and empty: x/net does not add one
+	}
+	appServer := hasField(header, "server")
+	if len(st.s.ExtraHeader) > 0 {
+		header = append(append([]byte(nil), st.s.ExtraHeader...), header...)
+	}
 	for len(header) > 0 {
 		line := header
 		if i := bytes.Index(header, crlf); i >= 0 {
@@ -317,7 +324,7 @@ func (st *stream) writeHead(w *ResponseWriter, status int, contentType string, h
 	if _, ok := h["Content-Type"]; !ok {
 		h["Content-Type"] = nil // present and empty: x/net does not sniff one
 	}
-	if s := st.s.ServerHeader; s != "" {
+	if s := st.s.ServerHeader; s != "" && !appServer {
 		h["Server"] = []string{s}
 	}
 	w.noBody = st.req.isHead() || status == 204 || status == 304

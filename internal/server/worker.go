@@ -131,8 +131,13 @@ func Run(cfg *config.Config, log *slog.Logger) int {
 		BodyTimeout:         cfg.TimeoutBody,
 		MinBodyRate:         minBodyRate(cfg.MinBodyRate),
 		WriteTimeout:        cfg.TimeoutWrite,
+		NoDateHeader:        !cfg.DateHeader,
 		Logger:              log,
 	}
+	if cfg.ServerHeader {
+		srv.ServerHeader = "turnstile"
+	}
+	srv.ExtraHeader, _ = cfg.HeaderBlock() // validated at start
 	if cfg.HTTP != "1" {
 		srv.HTTP2 = newHTTP2(cfg, log)
 		srv.HTTP2Only = cfg.HTTP == "2"
