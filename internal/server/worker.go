@@ -157,8 +157,14 @@ func Run(cfg *config.Config, log *slog.Logger) int {
 	go func() { serveErr <- srv.Serve(ln) }()
 	ready.Store(true)
 	workerReady()
-	log.Info(workerMsg("listening"), "addr", ln.Addr().String(), "interface", kind, "blocking_threads", cfg.BlockingThreads,
-		"turnstile_barrier", python.TurnEnabled(), "gil_wait_timing", python.GILWaitTiming(), "http", cfg.HTTP, "tls", tlsconf.Describe(&tlsCfg))
+	if kind == "wsgi" {
+		log.Info(workerMsg("listening"), "addr", ln.Addr().String(), "interface", kind, "blocking_threads", cfg.BlockingThreads,
+			"turnstile_barrier", python.TurnEnabled(), "gil_wait_timing", python.GILWaitTiming(), "http", cfg.HTTP, "tls", tlsconf.Describe(&tlsCfg))
+	} else {
+		// The pool's settings do not apply to an ASGI app (its event
+		// loop's are in the "event loop running" record).
+		log.Info(workerMsg("listening"), "addr", ln.Addr().String(), "interface", kind, "http", cfg.HTTP, "tls", tlsconf.Describe(&tlsCfg))
+	}
 
 	select {
 	case err := <-serveErr:

@@ -417,11 +417,11 @@ func (m *Master) handle(ev event) {
 			// A ready worker serves while others still start, and asks
 			// once (--max-requests, --timeout): replace it as soon as
 			// every worker is ready (check).
-			m.log.Info("worker asks to be replaced; once every worker is ready", "worker", p.id, "pid", p.pid, "cause", cause, "why", why)
+			m.log.Info("worker asks to be replaced; once every worker is ready", "worker", p.id, "pid", p.pid, "cause", cause, whyAttr(why))
 			p.retry = &replaceReq{id: p.id, cause: cause, why: why, old: p}
 			return
 		}
-		m.log.Info("worker asks to be replaced", "worker", p.id, "pid", p.pid, "cause", cause, "why", why)
+		m.log.Info("worker asks to be replaced", "worker", p.id, "pid", p.pid, "cause", cause, whyAttr(why))
 		m.enqueue(replaceReq{id: p.id, cause: cause, why: why, old: p})
 	case evStartTimeout:
 		if p.state == stateStarting {
@@ -756,7 +756,7 @@ func (m *Master) next() {
 		p.replaces = cur
 		p.gen = r.gen
 		m.replacing = p
-		m.log.Info("replacing worker", "worker", r.id, "old_pid", cur.pid, "pid", p.pid, "cause", r.cause, "why", r.why)
+		m.log.Info("replacing worker", "worker", r.id, "old_pid", cur.pid, "pid", p.pid, "cause", r.cause, whyAttr(r.why))
 		m.adopt(p)
 	}
 	m.reloadDone()
@@ -911,4 +911,13 @@ func readPid(path string) int {
 func processAlive(pid int) bool {
 	err := syscall.Kill(pid, 0)
 	return err == nil || errors.Is(err, syscall.EPERM)
+}
+
+// whyAttr is the "why" field of a record, or nothing when there is no
+// reason to give (a SIGHUP or --reload replacement): never why="".
+func whyAttr(why string) slog.Attr {
+	if why == "" {
+		return slog.Attr{} // slog drops the zero Attr
+	}
+	return slog.String("why", why)
 }
