@@ -114,7 +114,8 @@ func Run(cfg *config.Config, log *slog.Logger) int {
 	wsgiHandler, _ := h.(*wsgi.Handler) // nil for ASGI
 	// Static mounts answer in Go before the app (internal/static).
 	if h, err = static.New(static.Config{Mounts: cfg.Static, CacheControl: cfg.StaticCacheControl,
-		Symlinks: cfg.StaticSymlinks, Fallthrough: cfg.StaticFallthrough, Index: cfg.StaticIndex, Logger: log}, h); err != nil {
+		Symlinks: cfg.StaticSymlinks, Fallthrough: cfg.StaticFallthrough, Index: cfg.StaticIndex, Logger: log,
+		Access: staticAccess(cfg, log)}, h); err != nil {
 		log.Error(err.Error())
 		return ExitFailed
 	}
