@@ -85,7 +85,7 @@ func run() int {
 	f.BoolVar(&cfg.ProxyHeaders, "proxy-headers", true, "from --forwarded-allow-ips peers, take the client, scheme and host from X-Forwarded-* / Forwarded")
 	f.Var(negated{&cfg.ProxyHeaders}, "no-proxy-headers", "ignore X-Forwarded-* and Forwarded (same as --proxy-headers=false)")
 	f.Lookup("no-proxy-headers").NoOptDefVal = "true"
-	f.StringVar(&cfg.ForwardedAllowIPs, "forwarded-allow-ips", config.DefaultForwardedAllowIPs(), "trusted proxies: comma-separated IPs and CIDRs, or * (default: $FORWARDED_ALLOW_IPS, else 127.0.0.1,::1)")
+	f.StringVar(&cfg.ForwardedAllowIPs, "forwarded-allow-ips", config.DefaultForwardedAllowIPs(), "trusted proxies: comma-separated IPs and CIDRs, or * (the default is $FORWARDED_ALLOW_IPS when it is set)")
 	f.BoolVar(&cfg.ProxyProtocol, "proxy-protocol", false, "require a PROXY protocol v1/v2 header from --forwarded-allow-ips peers (TCP load balancers)")
 	f.IntVar(&cfg.BlockingThreads, "blocking-threads", config.DefaultBlockingThreads, "Python threads running WSGI requests")
 	f.IntVar(&cfg.BlockingThreads, "threads", config.DefaultBlockingThreads, "alias of --blocking-threads")
@@ -121,7 +121,7 @@ func run() int {
 	f.StringVar(&cfg.StaticSymlinks, "static-symlinks", "follow", "symlinks below a static mount: follow, owner (same owner only) or nofollow (403)")
 	f.BoolVar(&cfg.StaticFallthrough, "static-fallthrough", false, "send a static miss to the app instead of answering 404")
 	f.BoolVar(&cfg.StaticIndex, "static-index", false, "serve index.html for a static URL ending in /")
-	f.StringVar(&cfg.AdminBind, "admin-bind", config.DefaultAdminBind, "admin listener host:port for /livez /readyz /metrics, or off")
+	f.StringVar(&cfg.AdminBind, "admin-bind", config.DefaultAdminBind, "admin listener for /livez /readyz /metrics /debug/stalls: host:port, unix:/path (a Unix socket) or off")
 	f.Var(seconds(&cfg.GracefulTimeout, config.DefaultGracefulTimeout), "graceful-timeout", "time in-flight requests get after SIGTERM/SIGINT")
 	f.Var(seconds(&cfg.GracefulTimeout, config.DefaultGracefulTimeout), "timeout-graceful-shutdown", "alias of --graceful-timeout (uvicorn's name)")
 	f.StringVar(&cfg.LogLevel, "log-level", "info", "debug, info, warning or error")

@@ -33,6 +33,7 @@ const (
 type Result struct {
 	Status   int
 	Duration time.Duration
+	Bytes    int64 // body bytes sent (http1.ResponseWriter.Written)
 }
 
 // Handler serves an ASGI app's HTTP requests on the loop thread: an
@@ -120,7 +121,7 @@ func (h *Handler) ServeHTTP1(w *http1.ResponseWriter, r *http1.Request) {
 	status := 0
 	defer func() {
 		if h.Done != nil {
-			h.Done(r, Result{Status: status, Duration: time.Since(start)})
+			h.Done(r, Result{Status: status, Duration: time.Since(start), Bytes: w.Written()})
 		}
 	}()
 	s, err := getSlot()

@@ -296,7 +296,7 @@ func (h *Handler) serveWebSocket(w *http1.ResponseWriter, r *http1.Request) {
 	status := 0
 	defer func() {
 		if h.Done != nil {
-			h.Done(r, Result{Status: status, Duration: time.Since(start)})
+			h.Done(r, Result{Status: status, Duration: time.Since(start), Bytes: w.Written()})
 		}
 	}()
 	hs, code, why := checkHandshake(r)

@@ -41,6 +41,14 @@ func (w *ResponseWriter) reset(c *conn, req *Request) {
 // Started reports whether WriteHead (or WriteSimple) has been called.
 func (w *ResponseWriter) Started() bool { return w.started }
 
+// Status is the status code of the head written, 0 before it.
+func (w *ResponseWriter) Status() int { return w.status }
+
+// Written is the body bytes sent so far (not the head, nor chunked
+// framing): 0 for a response without a body (HEAD, 204, 304). For the
+// access log.
+func (w *ResponseWriter) Written() int64 { return w.written }
+
 // WriteHead writes the status line and header section to the buffer.
 //
 // statusLine is e.g. "404 Not Found", already validated by the caller

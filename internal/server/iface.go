@@ -102,13 +102,11 @@ func startInterface(kind string, cfg *config.Config, log *slog.Logger, m *metric
 				if access && res.Withdrawn {
 					// Status 499 (nginx's "client closed request"): no
 					// response was sent.
-					log.Info("access", "remote", addrString(r.RemoteAddr), "method", string(r.Method), "target", string(r.Target),
-						"status", res.Status, "duration_ms", float64(res.Duration.Microseconds())/1000,
-						"queue_wait_us", res.QueueWait.Microseconds(), "withdrawn", true)
+					logAccess(log, r, res.Status, res.Bytes, res.Duration,
+						slog.Int64("queue_wait_us", res.QueueWait.Microseconds()), slog.Bool("withdrawn", true))
 				} else if access {
-					log.Info("access", "remote", addrString(r.RemoteAddr), "method", string(r.Method), "target", string(r.Target),
-						"status", res.Status, "duration_ms", float64(res.Duration.Microseconds())/1000,
-						"queue_wait_us", res.QueueWait.Microseconds(), "gil_wait_us", res.GILWait.Microseconds())
+					logAccess(log, r, res.Status, res.Bytes, res.Duration,
+						slog.Int64("queue_wait_us", res.QueueWait.Microseconds()), slog.Int64("gil_wait_us", res.GILWait.Microseconds()))
 				}
 			}
 		}
@@ -148,8 +146,7 @@ func startInterface(kind string, cfg *config.Config, log *slog.Logger, m *metric
 					m.observe(wsgi.Result{Status: res.Status, Duration: res.Duration})
 				}
 				if access {
-					log.Info("access", "remote", addrString(r.RemoteAddr), "method", string(r.Method), "target", string(r.Target),
-						"status", res.Status, "duration_ms", float64(res.Duration.Microseconds())/1000)
+					logAccess(log, r, res.Status, res.Bytes, res.Duration)
 				}
 			}
 		}

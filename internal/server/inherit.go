@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"strconv"
 	"strings"
 	"syscall"
 	"unsafe"
@@ -70,7 +71,9 @@ func RunWorker(cfg *config.Config, log *slog.Logger) int {
 		cfg.AdminBind = "off"
 	}
 	last := newLastError(log.Handler())
-	log = slog.New(last).With("worker", id)
+	// An integer, as in the master's records: one JSON type per field.
+	n, _ := strconv.Atoi(id)
+	log = slog.New(last).With("worker", n)
 	worker = &workerMode{id: id, ctl: ctl}
 	code := Run(cfg, log)
 	if code != ExitOK && !ctl.wasReady() {

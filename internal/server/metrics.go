@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"turnstile/internal/http1"
 	"turnstile/internal/python"
@@ -47,6 +48,9 @@ func newMetrics(srv *http1.Server) *metrics {
 	gauge := func(name, help string, f func(python.PoolStats) float64) prometheus.Collector {
 		return prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help}, func() float64 { return f(python.Stats()) })
 	}
+	// process_* (resident memory, CPU seconds, open fds, start time...),
+	// read from /proc at scrape time: the master labels them worker="<id>".
+	m.reg.MustRegister(collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	m.reg.MustRegister(m.requests, m.duration, m.gilWait, m.queueWait, m.rejected,
 		gauge("turnstile_pool_threads", "Python threads in the pool.", func(s python.PoolStats) float64 { return float64(s.Threads) }),
 		gauge("turnstile_pool_busy", "Python threads running a request.", func(s python.PoolStats) float64 { return float64(s.Busy) }),

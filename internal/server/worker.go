@@ -114,7 +114,8 @@ func Run(cfg *config.Config, log *slog.Logger) int {
 	wsgiHandler, _ := h.(*wsgi.Handler) // nil for ASGI
 	// Static mounts answer in Go before the app (internal/static).
 	if h, err = static.New(static.Config{Mounts: cfg.Static, CacheControl: cfg.StaticCacheControl,
-		Symlinks: cfg.StaticSymlinks, Fallthrough: cfg.StaticFallthrough, Index: cfg.StaticIndex, Logger: log}, h); err != nil {
+		Symlinks: cfg.StaticSymlinks, Fallthrough: cfg.StaticFallthrough, Index: cfg.StaticIndex, Logger: log,
+		Access: staticAccess(cfg, log)}, h); err != nil {
 		log.Error(err.Error())
 		return ExitFailed
 	}
@@ -162,8 +163,14 @@ func Run(cfg *config.Config, log *slog.Logger) int {
 	go func() { serveErr <- srv.Serve(ln) }()
 	ready.Store(true)
 	workerReady()
-	log.Info(workerMsg("listening"), "addr", ln.Addr().String(), "interface", kind, "blocking_threads", cfg.BlockingThreads,
-		"turnstile_barrier", python.TurnEnabled(), "gil_wait_timing", python.GILWaitTiming(), "http", cfg.HTTP, "tls", tlsconf.Describe(&tlsCfg))
+	if kind == "wsgi" {
+		log.Info(workerMsg("listening"), "addr", ln.Addr().String(), "interface", kind, "blocking_threads", cfg.BlockingThreads,
+			"turnstile_barrier", python.TurnEnabled(), "gil_wait_timing", python.GILWaitTiming(), "http", cfg.HTTP, "tls", tlsconf.Describe(&tlsCfg))
+	} else {
+		// The pool's settings do not apply to an ASGI app (its event
+		// loop's are in the "event loop running" record).
+		log.Info(workerMsg("listening"), "addr", ln.Addr().String(), "interface", kind, "http", cfg.HTTP, "tls", tlsconf.Describe(&tlsCfg))
+	}
 
 	select {
 	case err := <-serveErr:

@@ -78,6 +78,9 @@ type Config struct {
 	Index bool
 	// Logger receives 5xx causes. Default: slog.Default().
 	Logger *slog.Logger
+	// Access, when set, is called after each response answered here
+	// (not for a request handed to the app), for the access log.
+	Access func(w *http1.ResponseWriter, r *http1.Request, d time.Duration)
 }
 
 // Mount is one parsed --static value.
@@ -131,6 +134,7 @@ type Handler struct {
 	fall   bool
 	index  bool
 	log    *slog.Logger
+	access func(w *http1.ResponseWriter, r *http1.Request, d time.Duration)
 }
 
 // New returns next wrapped in a static Handler, or next itself when
@@ -146,7 +150,7 @@ func New(cfg Config, next http1.Handler) (http1.Handler, error) {
 	if strings.ContainsAny(cfg.CacheControl, "\r\n\x00") {
 		return nil, fmt.Errorf("static: --static-cache-control must be one line")
 	}
-	h := &Handler{next: next, cc: cfg.CacheControl, pol: pol, fall: cfg.Fallthrough, index: cfg.Index, log: cfg.Logger}
+	h := &Handler{next: next, cc: cfg.CacheControl, pol: pol, fall: cfg.Fallthrough, index: cfg.Index, log: cfg.Logger, access: cfg.Access}
 	if h.log == nil {
 		h.log = slog.Default()
 	}
@@ -187,17 +191,34 @@ func (h *Handler) rawMatch(p []byte) bool {
 	return false
 }
 
-// ServeHTTP1 implements http1.Handler.
+// ServeHTTP1 answers a request under a mount, or hands it to the app
+// (not under a mount, or a miss under --static-fallthrough). A response
+// answered here gets Config.Access's record.
 func (h *Handler) ServeHTTP1(w *http1.ResponseWriter, r *http1.Request) {
-	p := r.Path
-	if len(p) == 0 || p[0] != '/' {
+	if h.access == nil {
+		if h.route(w, r) {
+			h.next.ServeHTTP1(w, r)
+		}
+		return
+	}
+	start := time.Now()
+	if h.route(w, r) {
 		h.next.ServeHTTP1(w, r)
 		return
 	}
+	h.access(w, r, time.Since(start))
+}
+
+// route answers r when it is under a mount, or reports that it goes to
+// the app (next).
+func (h *Handler) route(w *http1.ResponseWriter, r *http1.Request) (next bool) {
+	p := r.Path
+	if len(p) == 0 || p[0] != '/' {
+		return true
+	}
 	escaped := bytes.IndexByte(p, '%') >= 0
 	if !escaped && !h.rawMatch(p) {
-		h.next.ServeHTTP1(w, r)
-		return
+		return true
 	}
 	var arr [16]string
 	segs, ok := splitPath(string(p), arr[:0])
@@ -205,10 +226,9 @@ func (h *Handler) ServeHTTP1(w *http1.ResponseWriter, r *http1.Request) {
 		// A bad percent-escape: ours to refuse if it is under a mount.
 		if h.rawMatch(p) {
 			h.fail(w, 400, "")
-			return
+			return false
 		}
-		h.next.ServeHTTP1(w, r)
-		return
+		return true
 	}
 	var m *Mount
 	var rest []string
@@ -219,32 +239,29 @@ func (h *Handler) ServeHTTP1(w *http1.ResponseWriter, r *http1.Request) {
 		}
 	}
 	if m == nil {
-		h.next.ServeHTTP1(w, r)
-		return
+		return true
 	}
 	switch checkSegments(rest) {
 	case pathBad:
 		h.fail(w, 400, "")
-		return
+		return false
 	case pathRefused:
 		h.fail(w, 404, "")
-		return
+		return false
 	case pathNotFound:
-		h.miss(w, r)
-		return
+		return h.miss(w, r)
 	}
 	if len(rest) == 0 || rest[len(rest)-1] == "" {
 		// The mount itself or a URL ending in "/": a directory.
 		if !h.index || len(rest) == 0 {
-			h.miss(w, r)
-			return
+			return h.miss(w, r)
 		}
 		rest = append(rest[:len(rest)-1:len(rest)-1], "index.html")
 	}
 	get, head := string(r.Method) == "GET", string(r.Method) == "HEAD"
 	if !get && !head && !h.fall {
 		h.fail(w, 405, "Allow: GET, HEAD\r\n")
-		return
+		return false
 	}
 	var st unix.Stat_t
 	fd, err := open(m.Dir, rest, "", h.pol, &st)
@@ -253,24 +270,26 @@ func (h *Handler) ServeHTTP1(w *http1.ResponseWriter, r *http1.Request) {
 		err = unix.ENOENT // a directory or a special file: no listing, no reading
 	}
 	if err != nil {
-		h.openError(w, r, err)
-		return
+		return h.openError(w, r, err)
 	}
 	if !get && !head {
 		unix.Close(fd)
 		h.fail(w, 405, "Allow: GET, HEAD\r\n")
-		return
+		return false
 	}
 	h.serve(w, r, m, rest, fd, &st)
+	return false
 }
 
 // openError answers a failed open: a miss, 403, 503 or 500.
-func (h *Handler) openError(w *http1.ResponseWriter, r *http1.Request, err error) {
+// It reports whether the request goes to the app instead (a miss under
+// --static-fallthrough).
+func (h *Handler) openError(w *http1.ResponseWriter, r *http1.Request, err error) (next bool) {
 	switch {
 	case err == errSymlink, err == unix.EACCES, err == unix.EPERM:
 		h.fail(w, 403, "")
 	case err == unix.ENOENT, err == unix.ENOTDIR, err == unix.ENAMETOOLONG, err == unix.ELOOP, err == unix.EINVAL:
-		h.miss(w, r)
+		return h.miss(w, r)
 	case err == unix.EMFILE, err == unix.ENFILE, err == unix.ENOMEM:
 		h.log.Error("static: cannot open a file", "path", string(r.Path), "err", err)
 		h.fail(w, 503, "Retry-After: 1\r\n")
@@ -278,15 +297,18 @@ func (h *Handler) openError(w *http1.ResponseWriter, r *http1.Request, err error
 		h.log.Error("static: cannot open a file", "path", string(r.Path), "err", err)
 		h.fail(w, 500, "")
 	}
+	return false
 }
 
 // miss answers a path under a mount that names no regular file.
-func (h *Handler) miss(w *http1.ResponseWriter, r *http1.Request) {
+// It reports whether the request goes to the app instead
+// (--static-fallthrough).
+func (h *Handler) miss(w *http1.ResponseWriter, r *http1.Request) (next bool) {
 	if h.fall {
-		h.next.ServeHTTP1(w, r)
-		return
+		return true
 	}
 	h.fail(w, 404, "")
+	return false
 }
 
 var statusLines = map[int]string{

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
@@ -50,6 +51,9 @@ func (m *Master) startAdmin(bind string) (string, error) {
 			func() float64 { return float64(m.snap.Load().readyCount()) }),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "turnstile_workers_desired", Help: "Worker processes the master keeps (--workers, SIGTTIN/SIGTTOU)."},
 			func() float64 { return float64(m.snap.Load().want) }),
+		// The master's own process_* series, without a worker label
+		// (each worker's carry worker="<id>").
+		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 	)
 	mux := http.NewServeMux()
 	mux.HandleFunc("/livez", func(w http.ResponseWriter, r *http.Request) {
@@ -148,7 +152,8 @@ func (m *Master) readyz(w http.ResponseWriter, r *http.Request) {
 
 // metrics merges every ready worker's series, each labelled
 // worker="<id>", with the master's own (turnstile_workers,
-// turnstile_worker_restarts_total, turnstile_worker_up).
+// turnstile_worker_restarts_total, turnstile_worker_up, and its process_*
+// series without a worker label next to the workers' labelled ones).
 func (m *Master) metrics(w http.ResponseWriter, r *http.Request, reg *prometheus.Registry) {
 	s := m.snap.Load()
 	type result struct {
@@ -209,6 +214,12 @@ func (m *Master) metrics(w http.ResponseWriter, r *http.Request, reg *prometheus
 		m.log.Debug("gathering the master's metrics", "err", err)
 	}
 	for _, f := range own {
+		if into := merged[f.GetName()]; into != nil {
+			// A family both have (process_*): the master's series first,
+			// unlabelled, then the workers'.
+			into.Metric = append(f.Metric, into.Metric...)
+			continue
+		}
 		merged[f.GetName()] = f
 	}
 	names := make([]string, 0, len(merged))

@@ -188,7 +188,15 @@ func New(cfg *config.Config, log *slog.Logger, out io.Writer) *Master {
 // SIGHUP: rolling restart; SIGTTIN/SIGTTOU: one worker more/less) and
 // returns the exit status.
 func Run(cfg *config.Config, stderr io.Writer) int {
-	out := &lockedWriter{w: stderr}
+	// On a terminal, and under --reload (a person reads it), text records
+	// print a traceback as the lines Python users know, after the
+	// record's line, not escaped on it (server.MultilineWriter). JSON
+	// stays one record per line.
+	var w io.Writer = stderr
+	if cfg.LogFormat != "json" && (cfg.Reload || server.IsTerminal(stderr)) {
+		w = server.MultilineWriter(stderr)
+	}
+	out := &lockedWriter{w: w}
 	log := server.NewLogger(out, cfg.LogLevel, cfg.LogFormat)
 	slog.SetDefault(log)
 	signal.Ignore(syscall.SIGPIPE)
@@ -417,11 +425,11 @@ func (m *Master) handle(ev event) {
 			// A ready worker serves while others still start, and asks
 			// once (--max-requests, --timeout): replace it as soon as
 			// every worker is ready (check).
-			m.log.Info("worker asks to be replaced; once every worker is ready", "worker", p.id, "pid", p.pid, "cause", cause, "why", why)
+			m.log.Info("worker asks to be replaced; once every worker is ready", "worker", p.id, "pid", p.pid, "cause", cause, whyAttr(why))
 			p.retry = &replaceReq{id: p.id, cause: cause, why: why, old: p}
 			return
 		}
-		m.log.Info("worker asks to be replaced", "worker", p.id, "pid", p.pid, "cause", cause, "why", why)
+		m.log.Info("worker asks to be replaced", "worker", p.id, "pid", p.pid, "cause", cause, whyAttr(why))
 		m.enqueue(replaceReq{id: p.id, cause: cause, why: why, old: p})
 	case evStartTimeout:
 		if p.state == stateStarting {
@@ -619,7 +627,7 @@ func (m *Master) onExit(p *proc, ps *os.ProcessState) {
 				reason = "exited before it was ready: " + cause
 			}
 			m.log.Error("worker failed to start; stopping", "worker", p.id, "pid", p.pid, "err", reason,
-				"signal", sig, "possible_oom", oom, "stderr_tail", p.tail.text())
+				"signal", sig, "possible_oom", oom, p.tail.attr())
 		}
 		m.phase = phaseStopping
 		m.stopAll(syscall.SIGTERM)
@@ -631,7 +639,7 @@ func (m *Master) onExit(p *proc, ps *os.ProcessState) {
 			reason = "exited before it was ready: " + cause
 		}
 		m.log.Error("replacement worker failed to start; the running worker keeps serving",
-			"worker", p.id, "pid", p.pid, "cause", p.cause, "err", reason, "stderr_tail", p.tail.text())
+			"worker", p.id, "pid", p.pid, "cause", p.cause, "err", reason, p.tail.attr())
 		if old := p.replaces; old != nil {
 			old.recycleAsked = false
 			if p.cause != "hup" && p.cause != "reload" {
@@ -666,13 +674,13 @@ func (m *Master) onExit(p *proc, ps *os.ProcessState) {
 			reason = "exited before it was ready: " + cause
 		}
 		m.log.Error("worker failed to start", "worker", p.id, "pid", p.pid, "err", reason,
-			"signal", sig, "possible_oom", oom, "stderr_tail", p.tail.text())
+			"signal", sig, "possible_oom", oom, p.tail.attr())
 		m.scheduleRespawn(p.id)
 
 	default: // a serving worker died
 		m.restarts.WithLabelValues("crash").Inc()
 		m.log.Error("worker exited", "worker", p.id, "pid", p.pid, "cause", cause, "signal", sig,
-			"possible_oom", oom, "uptime_s", uptime, "stderr_tail", p.tail.text())
+			"possible_oom", oom, "uptime_s", uptime, p.tail.attr())
 		if !p.readyAt.IsZero() && time.Since(p.readyAt) > stableAfter {
 			m.fails[p.id] = 0
 		}
@@ -756,7 +764,7 @@ func (m *Master) next() {
 		p.replaces = cur
 		p.gen = r.gen
 		m.replacing = p
-		m.log.Info("replacing worker", "worker", r.id, "old_pid", cur.pid, "pid", p.pid, "cause", r.cause, "why", r.why)
+		m.log.Info("replacing worker", "worker", r.id, "old_pid", cur.pid, "pid", p.pid, "cause", r.cause, whyAttr(r.why))
 		m.adopt(p)
 	}
 	m.reloadDone()
@@ -911,4 +919,13 @@ func readPid(path string) int {
 func processAlive(pid int) bool {
 	err := syscall.Kill(pid, 0)
 	return err == nil || errors.Is(err, syscall.EPERM)
+}
+
+// whyAttr is the "why" field of a record, or nothing when there is no
+// reason to give (a SIGHUP or --reload replacement): never why="".
+func whyAttr(why string) slog.Attr {
+	if why == "" {
+		return slog.Attr{} // slog drops the zero Attr
+	}
+	return slog.String("why", why)
 }

@@ -3,9 +3,11 @@ package supervise
 import (
 	"bufio"
 	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"os/exec"
 	"runtime"
@@ -35,7 +37,13 @@ func (s procState) String() string {
 }
 
 // tailLines is how many of a worker's last stderr lines the master keeps,
-// for the record it logs when the worker dies.
+// for the record it logs when the worker dies (stderr_tail). A line that
+// is one of the worker's log records is kept as its level and the first
+// line of its message ("ERROR wsgi: app raised"): the record itself, with
+// its fields and any traceback, is in the log just above, and is not
+// repeated, escaped a second time, inside another record. Raw output (a C
+// library's message, "Fatal Python error" and faulthandler's stacks on
+// fd 2) is kept as it is.
 const tailLines = 20
 
 // maxLineBytes bounds one forwarded log line; longer lines are forwarded
@@ -120,6 +128,62 @@ func (r *ring) text() string {
 		}
 	}
 	return b.String()
+}
+
+// attr is the stderr_tail field of a record about the worker's end: the
+// kept lines, or nothing when there are none.
+func (r *ring) attr() slog.Attr {
+	t := r.text()
+	if t == "" {
+		return slog.Attr{} // slog drops the zero Attr
+	}
+	return slog.String("stderr_tail", t)
+}
+
+// tailLine is what the tail keeps of one line of a worker's output: for
+// a log record the worker formatted (--log-format text or json), its
+// level and the first line of its message; anything else as it is.
+func tailLine(line []byte) string {
+	switch {
+	case bytes.HasPrefix(line, []byte(`{"time":`)):
+		var rec struct{ Level, Msg string }
+		if json.Unmarshal(line, &rec) == nil {
+			return summary(rec.Level, rec.Msg)
+		}
+	case bytes.HasPrefix(line, []byte("time=")):
+		if level, msg, ok := textFields(string(line)); ok {
+			return summary(level, msg)
+		}
+	}
+	return string(line)
+}
+
+func summary(level, msg string) string {
+	first, _, _ := strings.Cut(msg, "\n")
+	return level + " " + first
+}
+
+// textFields returns the level and msg of a record in slog's text format.
+func textFields(line string) (level, msg string, ok bool) {
+	_, rest, found := strings.Cut(line, " level=")
+	if !found {
+		return "", "", false
+	}
+	level, rest, _ = strings.Cut(rest, " ")
+	rest, found = strings.CutPrefix(rest, "msg=")
+	if !found {
+		return "", "", false
+	}
+	if strings.HasPrefix(rest, `"`) {
+		q, err := strconv.QuotedPrefix(rest)
+		if err != nil {
+			return "", "", false
+		}
+		msg, err = strconv.Unquote(q)
+		return level, msg, err == nil
+	}
+	msg, _, _ = strings.Cut(rest, " ")
+	return level, msg, true
 }
 
 // spawner starts processes from one goroutine locked to its OS thread for
@@ -279,7 +343,7 @@ func (m *Master) readStderr(p *proc, r *os.File) {
 				line = append(line, '\n')
 			}
 			m.out.Write(line)
-			p.tail.add(string(bytes.TrimRight(line, "\n")))
+			p.tail.add(tailLine(bytes.TrimRight(line, "\n")))
 		}
 		if err != nil {
 			if !errors.Is(err, io.EOF) && !errors.Is(err, os.ErrClosed) {

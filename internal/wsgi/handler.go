@@ -41,6 +41,7 @@ type Result struct {
 	QueueWait time.Duration // submit → a Python thread took the job
 	GILWait   time.Duration // time its thread waited for the GIL during the job (python.GILWaitTiming)
 	Duration  time.Duration // submit → response handed to the socket
+	Bytes     int64         // body bytes sent (http1.ResponseWriter.Written)
 	Rejected  bool          // answered 503 by the server (queue full or timed out)
 	// Withdrawn: the client left while the request was queued; it was
 	// dropped from the queue, never started, and got no response (Status
@@ -223,6 +224,7 @@ func (h *Handler) ServeHTTP1(w *http1.ResponseWriter, r *http1.Request) {
 		sp.release(h) // after the job is over: wsgi.input reads the file
 		if h.Done != nil {
 			res.Duration = time.Since(start)
+			res.Bytes = w.Written()
 			h.Done(r, res)
 		}
 	}()
