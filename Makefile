@@ -3,8 +3,11 @@
 # and its pkg-config files), e.g. `make PYTHON=~/.pyenv/versions/3.12.1/bin/python3`.
 #
 #   make run    build, set up the virtualenv, serve examples/hello on :8000
-#   make test   build, set up the virtualenv, run every test
-#               (RUN=regexp: only the tests it matches)
+#               (PORT=, ADMIN_BIND=, ARGS='more flags')
+#   make test   install the system packages the tests need (as root:
+#               scripts/test-deps), build, set up the virtualenv, run every
+#               test (RUN=regexp: only the tests it matches)
+#   make install  copy the binary to $(PREFIX)/bin/turnstile
 #
 PYTHON     ?= python3
 PY_REAL    := $(shell $(PYTHON) -c 'import sys; print(sys.executable)' 2>/dev/null)
@@ -21,7 +24,12 @@ export PKG_CONFIG_PATH := $(PY_PCDIR)$(if $(PKG_CONFIG_PATH),:$(PKG_CONFIG_PATH)
 export CGO_ENABLED := 1
 export CGO_LDFLAGS := -Wl,-rpath,$(PY_LIBDIR) $(CGO_LDFLAGS)
 
-.PHONY: all build venv run test test-go test-short clean check-python
+.PHONY: all build venv venv-run venv-check run test test-deps test-go test-short install clean check-python
+
+PORT       ?= 8000
+ADMIN_BIND ?= 127.0.0.1:9191
+ARGS       ?=
+PREFIX     ?= /usr/local
 
 all: build
 
@@ -31,25 +39,41 @@ check-python:
 
 build: check-python
 	go build -ldflags "-X turnstile/internal/python.BuildExecutable=$(PY_REAL)" -o $(BIN) ./cmd/turnstile
-	$(if $(filter default,$(origin PYTHON)),ln -sf turnstile-$(PY_VERSION) bin/turnstile)
+	ln -sf turnstile-$(PY_VERSION) bin/turnstile
 
-# The stamp names the interpreter that made the virtualenv: another one of
-# the same minor version (Debian's 3.11 and pyenv's) makes it again, since
-# the binary refuses a virtualenv of another Python install.
-$(VENV)/.installed: requirements/test.txt
+install: build
+	install -D -m 755 $(BIN) $(DESTDIR)$(PREFIX)/bin/turnstile
+
+# $(VENV)/.python names the interpreter that made the virtualenv: another
+# one of the same minor version (Debian's 3.11 and pyenv's) makes it
+# again, since the binary refuses a virtualenv of another Python install.
+# make run installs requirements/run.txt into it, make test
+# requirements/test.txt.
+$(VENV)/.python:
 	$(PYTHON) -m venv $(VENV)
-	$(VENV)/bin/pip install -q --disable-pip-version-check -r requirements/test.txt
 	echo "$(PY_REAL)" > $@
 
-venv: check-python
-	@if [ -f $(VENV)/.installed ] && [ "$$(cat $(VENV)/.installed)" != "$(PY_REAL)" ]; then \
+$(VENV)/.installed-%: requirements/%.txt $(VENV)/.python
+	$(VENV)/bin/pip install -q --disable-pip-version-check -r $<
+	touch $@
+
+venv-check: check-python
+	@if [ -d $(VENV) ] && [ "$$(cat $(VENV)/.python 2>/dev/null)" != "$(PY_REAL)" ]; then \
 		echo "make: $(VENV) was made by another Python; making it again with $(PY_REAL)"; rm -rf $(VENV); fi
-	@$(MAKE) --no-print-directory $(VENV)/.installed
 
-run: build venv
-	$(BIN) --venv $(VENV) --app-dir examples/hello --port 8000 app:app
+venv: venv-check
+	@$(MAKE) --no-print-directory $(VENV)/.installed-test
 
-test: build venv
+venv-run: venv-check
+	@$(MAKE) --no-print-directory $(VENV)/.installed-run
+
+run: build venv-run
+	$(BIN) --venv $(VENV) --app-dir examples/hello --port $(PORT) --admin-bind $(ADMIN_BIND) $(ARGS) app:app
+
+test-deps:
+	@scripts/test-deps
+
+test: test-deps build venv
 	go vet ./...
 	TURNSTILE_BIN=$(CURDIR)/$(BIN) TURNSTILE_VENV=$(CURDIR)/$(VENV) TURNSTILE_PYTHON=$(PY_REAL) \
 		go test -count=1 -timeout 20m $(if $(RUN),-run '$(RUN)') ./...
