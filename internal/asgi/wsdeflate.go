@@ -106,23 +106,8 @@ func windowBits(v string) (int, bool) {
 
 // splitList splits a field value at the commas outside quoted strings.
 func splitList(v string) []string {
-	var out []string
-	quoted, esc, from := false, false, 0
-	for i := 0; i < len(v); i++ {
-		c := v[i]
-		switch {
-		case esc:
-			esc = false
-		case quoted && c == '\\':
-			esc = true
-		case c == '"':
-			quoted = !quoted
-		case c == ',' && !quoted:
-			out = append(out, v[from:i])
-			from = i + 1
-		}
-	}
-	return append(out, v[from:])
+	out, _ := splitOutsideQuotes(v, ',')
+	return out
 }
 
 // parseExtension parses one list element (RFC 6455 §9.1):
@@ -166,10 +151,20 @@ func parseExtension(elem string) (name string, params []extParam, ok bool) {
 // splitParams splits an element at the semicolons outside quoted strings;
 // nil for an unterminated quoted string.
 func splitParams(elem string) []string {
-	var out []string
+	out, open := splitOutsideQuotes(elem, ';')
+	if open {
+		return nil
+	}
+	return out
+}
+
+// splitOutsideQuotes splits v at each sep outside quoted strings (RFC 9110
+// §5.6.4, with quoted-pair), and reports whether a quoted string is left
+// open at the end.
+func splitOutsideQuotes(v string, sep byte) (parts []string, open bool) {
 	quoted, esc, from := false, false, 0
-	for i := 0; i < len(elem); i++ {
-		c := elem[i]
+	for i := 0; i < len(v); i++ {
+		c := v[i]
 		switch {
 		case esc:
 			esc = false
@@ -177,15 +172,12 @@ func splitParams(elem string) []string {
 			esc = true
 		case c == '"':
 			quoted = !quoted
-		case c == ';' && !quoted:
-			out = append(out, elem[from:i])
+		case c == sep && !quoted:
+			parts = append(parts, v[from:i])
 			from = i + 1
 		}
 	}
-	if quoted {
-		return nil
-	}
-	return append(out, elem[from:])
+	return append(parts, v[from:]), quoted
 }
 
 // unquote removes quoted-pair backslashes; a quote inside is left, which
