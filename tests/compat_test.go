@@ -38,6 +38,7 @@ func TestCompat_Aliases(t *testing.T) {
 		setting, want string
 	}{
 		{[]string{"-w", "3"}, "workers", "3"},
+		{[]string{"-t", "30"}, "timeout", "30s"},
 		{[]string{"--keep-alive", "2"}, "timeout-keep-alive", "2s"},
 		{[]string{"--limit-max-requests", "7"}, "max-requests", "7"},
 		{[]string{"--timeout-graceful-shutdown", "9"}, "graceful-timeout", "9s"},
@@ -48,8 +49,11 @@ func TestCompat_Aliases(t *testing.T) {
 	for _, c := range cases {
 		r, stderr, code := cfCheck(t, cfEnv(), append(c.args, "conf_app:app")...)
 		origin := c.args[0]
-		if origin == "-w" {
+		switch origin {
+		case "-w":
 			origin = "--workers"
+		case "-t":
+			origin = "--timeout"
 		}
 		if got := r.get(t, c.setting); code != 0 || got.Value != c.want || got.Source != "flag" || got.Origin != origin {
 			t.Errorf("%v: exit %d, %+v, want %s = %s from %s\n%s", c.args, code, got, c.setting, c.want, origin, stderr)
@@ -71,6 +75,7 @@ func TestCompat_Aliases(t *testing.T) {
 	out, _, code := cfRun(t, cfEnv(), "--help")
 	for _, want := range []string{"-b, --bind", "-w, --workers", "-c, --config", "--keep-alive seconds", "alias of --timeout-keep-alive (gunicorn's name",
 		"alias of --max-requests (uvicorn's name)", "alias of --graceful-timeout (uvicorn's name)", "alias of --ssl-ca (uvicorn's name)",
+		"alias of --ssl-certfile (gunicorn's name)", "alias of --ssl-keyfile (gunicorn's name)", "-t, --timeout",
 		"--no-server-header", "--no-date-header", "--header stringArray", "--env-file", "--chdir"} {
 		if code != 0 || !strings.Contains(out, want) {
 			t.Errorf("--help (exit %d) lacks %q", code, want)
