@@ -32,6 +32,12 @@ func TestMetrics_ProcessSeries(t *testing.T) {
 			t.Errorf("%d TYPE lines for %s; want 1", n, name)
 		}
 	}
+	// client_golang's process_network_* are the network namespace's
+	// totals, the same for every process: summed over the workers and the
+	// master they counted the host's traffic once per process.
+	if strings.Contains(text, "process_network_") {
+		t.Errorf("/metrics has process_network_* series (host totals, not the process's)")
+	}
 	// A worker's resident memory holds CPython: more than the master's.
 	var master, w1 float64
 	fmt.Sscan(after(text, "\nprocess_resident_memory_bytes "), &master)

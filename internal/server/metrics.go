@@ -5,9 +5,9 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"turnstile/internal/http1"
+	"turnstile/internal/procmetrics"
 	"turnstile/internal/python"
 	"turnstile/internal/wsgi"
 )
@@ -50,7 +50,7 @@ func newMetrics(srv *http1.Server) *metrics {
 	}
 	// process_* (resident memory, CPU seconds, open fds, start time...),
 	// read from /proc at scrape time: the master labels them worker="<id>".
-	m.reg.MustRegister(collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	m.reg.MustRegister(procmetrics.Collector())
 	m.reg.MustRegister(m.requests, m.duration, m.gilWait, m.queueWait, m.rejected,
 		gauge("turnstile_pool_threads", "Python threads in the pool.", func(s python.PoolStats) float64 { return float64(s.Threads) }),
 		gauge("turnstile_pool_busy", "Python threads running a request.", func(s python.PoolStats) float64 { return float64(s.Busy) }),

@@ -16,11 +16,12 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/collectors"
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 	"google.golang.org/protobuf/proto"
+
+	"turnstile/internal/procmetrics"
 )
 
 // The admin listener belongs to the master: /livez answers from the
@@ -53,7 +54,7 @@ func (m *Master) startAdmin(bind string) (string, error) {
 			func() float64 { return float64(m.snap.Load().want) }),
 		// The master's own process_* series, without a worker label
 		// (each worker's carry worker="<id>").
-		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+		procmetrics.Collector(),
 	)
 	mux := http.NewServeMux()
 	mux.HandleFunc("/livez", func(w http.ResponseWriter, r *http.Request) {
