@@ -39,6 +39,7 @@ func TestCompat_Aliases(t *testing.T) {
 	}{
 		{[]string{"-w", "3"}, "workers", "3"},
 		{[]string{"-t", "30"}, "timeout", "30s"},
+		{[]string{"--log-level", "DEBUG"}, "log-level", "DEBUG"}, // gunicorn's case: taken in any case
 		{[]string{"--keep-alive", "2"}, "timeout-keep-alive", "2s"},
 		{[]string{"--limit-max-requests", "7"}, "max-requests", "7"},
 		{[]string{"--timeout-graceful-shutdown", "9"}, "graceful-timeout", "9s"},

@@ -124,7 +124,7 @@ func run() int {
 	f.StringVar(&cfg.AdminBind, "admin-bind", config.DefaultAdminBind, "admin listener for /livez /readyz /metrics /debug/stalls: host:port, unix:/path (a Unix socket) or off")
 	f.Var(seconds(&cfg.GracefulTimeout, config.DefaultGracefulTimeout), "graceful-timeout", "time in-flight requests get after SIGTERM/SIGINT")
 	f.Var(seconds(&cfg.GracefulTimeout, config.DefaultGracefulTimeout), "timeout-graceful-shutdown", "alias of --graceful-timeout (uvicorn's name)")
-	f.StringVar(&cfg.LogLevel, "log-level", "info", "debug, info, warning or error")
+	f.StringVar(&cfg.LogLevel, "log-level", "info", "debug, info, warning or error (any case; warn and critical are taken too)")
 	f.StringVar(&cfg.LogFormat, "log-format", "text", "text or json")
 	f.BoolVar(&cfg.AccessLog, "access-log", false, "log one line per request")
 	f.BoolVar(&cfg.ServerHeader, "server-header", false, "send \"Server: turnstile\" (not on a response that has its own Server)")

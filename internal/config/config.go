@@ -235,7 +235,8 @@ type Config struct {
 	// "Name:value"), as uvicorn's --header. Default none.
 	Headers []string `json:"headers,omitempty"`
 
-	// LogLevel is debug, info, warning or error. Default info.
+	// LogLevel is debug, info, warning (or warn) or error (or critical),
+	// in any case (gunicorn's DEBUG). Default info.
 	LogLevel string `json:"log_level,omitempty"`
 	// LogFormat is text or json. Default text.
 	LogFormat string `json:"log_format,omitempty"`
@@ -460,6 +461,7 @@ func (c *Config) ApplyDefaults() {
 	if c.LogLevel == "" {
 		c.LogLevel = "info"
 	}
+	c.LogLevel = strings.ToLower(c.LogLevel) // gunicorn and uvicorn take DEBUG, WARNING
 	c.applyProxyDefaults()
 	if c.LogFormat == "" {
 		c.LogFormat = "text"
