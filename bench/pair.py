@@ -52,16 +52,10 @@ def main():
     text = "\n".join(lines + [""] + summary)
     print("\n" + "\n".join(summary))
     base = os.path.join(a.out, "pair-%s-%s" % (tag, st))
-    T.write_meta(base + ".meta.txt", "pair — two turnstile binaries, %s GET %s" % (a.app, a.path),
-                 {"server": "taskset -c 1 BIN --venv VENV --app-dir bench/apps --host 127.0.0.1 --port PORT "
-                            "--blocking-threads %d --admin-bind off --log-level warning %s" % (a.threads, a.app),
-                  "wrk": "taskset -c 0 wrk -t1 -c %d -d %ds --timeout 5s --latency URL" % (a.conns, a.duration)},
-                 ["A: " + bins["A_info"] + " " + a.a_args, "B: " + bins["B_info"] + " " + a.b_args,
-                  "%d pairs, order alternated, 1 s warm-up discarded, fresh server per run" % a.pairs],
-                 a.venv, "A and B above", load_before, started, text)
-    for name in ("A", "B"):
-        os.unlink(bins[name])
-    print("\nwrote %s.meta.txt" % base)
+    T.write_pair_meta(base, "pair — two turnstile binaries, %s GET %s" % (a.app, a.path),
+                      "taskset -c 1 BIN --venv VENV --app-dir bench/apps --host 127.0.0.1 --port PORT "
+                      "--blocking-threads %d --admin-bind off --log-level warning %s" % (a.threads, a.app),
+                      a, bins, " " + a.a_args, " " + a.b_args, load_before, started, text)
 
 
 if __name__ == "__main__":

@@ -379,3 +379,17 @@ def run_pairs(pairs, conns, duration, start):
     summary.append("per-pair CPU ratio B/A: %s (median %.3f)" % (", ".join("%.3f" % v for v in ratios),
                                                                   statistics.median(ratios)))
     return lines, res, summary
+
+
+def write_pair_meta(base, what, server_cmd, a, bins, a_extra, b_extra, load_before, started, text):
+    """The record of a run_pairs run (base.meta.txt), then the snapshots
+    removed. a: the driver's arguments (conns, duration, pairs, venv)."""
+    write_meta(base + ".meta.txt", what,
+               {"server": server_cmd,
+                "wrk": "taskset -c 0 wrk -t1 -c %d -d %ds --timeout 5s --latency URL" % (a.conns, a.duration)},
+               ["A: " + bins["A_info"] + a_extra, "B: " + bins["B_info"] + b_extra,
+                "%d pairs, order alternated, 1 s warm-up discarded, fresh server per run" % a.pairs],
+               a.venv, "A and B above", load_before, started, text)
+    for name in ("A", "B"):
+        os.unlink(bins[name])
+    print("\nwrote %s.meta.txt" % base)

@@ -53,16 +53,10 @@ def main():
     text = "\n".join(lines + [""] + summary)
     print("\n" + "\n".join(summary))
     base = os.path.join(a.out, "static-pair-%s" % st)
-    T.write_meta(base + ".meta.txt", "static-pair — two turnstile binaries, GET /static/%s.bin" % a.file,
-                 {"server": "taskset -c 1 BIN --venv VENV --app-dir bench/apps --host 127.0.0.1 --port PORT "
-                            "--admin-bind off --log-level warning --static /static=DIR hello:app",
-                  "wrk": "taskset -c 0 wrk -t1 -c %d -d %ds --timeout 5s --latency URL" % (a.conns, a.duration)},
-                 ["A: " + bins["A_info"], "B: " + bins["B_info"],
-                  "%d pairs, order alternated, 1 s warm-up discarded, fresh server per run" % a.pairs],
-                 a.venv, "A and B above", load_before, started, text)
-    for name in ("A", "B"):
-        os.unlink(bins[name])
-    print("\nwrote %s.meta.txt" % base)
+    T.write_pair_meta(base, "static-pair — two turnstile binaries, GET /static/%s.bin" % a.file,
+                      "taskset -c 1 BIN --venv VENV --app-dir bench/apps --host 127.0.0.1 --port PORT "
+                      "--admin-bind off --log-level warning --static /static=DIR hello:app",
+                      a, bins, "", "", load_before, started, text)
 
 
 if __name__ == "__main__":
