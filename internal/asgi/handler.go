@@ -19,6 +19,7 @@ import (
 	"turnstile/internal/http1"
 	"turnstile/internal/inflight"
 	"turnstile/internal/reqblock"
+	"turnstile/internal/websocket"
 )
 
 // MaxPrefetchBytes bounds the body bytes sent with the scope when the
@@ -46,11 +47,12 @@ type Handler struct {
 	// called when the handshake has been answered (Status 101 once
 	// accepted).
 	Done func(r *http1.Request, res Result)
-	// WebSocket configures WebSocket connections (websocket.go).
-	WebSocket WebSocketConfig
+	// WebSocket configures WebSocket connections (websocket.go,
+	// internal/websocket).
+	WebSocket websocket.Config
 
 	wsOnce  sync.Once
-	wsState *wsShared // settings and Upgrader shared by the WebSockets
+	wsState *websocket.Upgrader // settings and Upgrader shared by the WebSockets
 }
 
 // slot is the Go half of a C ts_asgi_slot: its wake-up channel and scratch space.
@@ -113,7 +115,7 @@ var unavailable = []byte("Service Unavailable\n")
 // ServeHTTP1 runs one HTTP request through the loop (bridge.c, "Notes
 // about the implementation").
 func (h *Handler) ServeHTTP1(w *http1.ResponseWriter, r *http1.Request) {
-	if isWebSocket(r) {
+	if websocket.IsUpgrade(r) {
 		h.serveWebSocket(w, r) // websocket.go
 		return
 	}

@@ -16,6 +16,7 @@ import (
 	"turnstile/internal/python"
 	"turnstile/internal/sysmon"
 	"turnstile/internal/watchdog"
+	"turnstile/internal/websocket"
 	"turnstile/internal/wsgi"
 )
 
@@ -132,7 +133,7 @@ func startInterface(kind string, cfg *config.Config, log *slog.Logger, m *metric
 			return nil, nil, err
 		}
 		log.Info("event loop running", "loop", loopName, "lifespan", cfg.Lifespan)
-		h := &asgi.Handler{RootPath: cfg.RootPath, Logger: log, WebSocket: asgi.WebSocketConfig{
+		h := &asgi.Handler{RootPath: cfg.RootPath, Logger: log, WebSocket: websocket.Config{
 			MaxSizeBytes:      cfg.WSMaxSizeBytes,
 			MaxQueue:          cfg.WSMaxQueue,
 			PingInterval:      cfg.WSPingInterval,

@@ -1,4 +1,4 @@
-package asgi
+package websocket
 
 // The bytes of a WebSocket between the socket and gorilla/websocket: the
 // frame checks gorilla does not make, or makes with the wrong close code,
@@ -7,69 +7,68 @@ package asgi
 import (
 	"bytes"
 	"encoding/binary"
-	"errors"
 	"net"
 	"unicode/utf8"
 )
 
-// wsViolation is a frame the client must not send: the connection is
+// violation is a frame the client must not send: the connection is
 // failed (RFC 6455 §7.1.7) with code, and the frame never reaches gorilla.
-type wsViolation struct {
+type violation struct {
 	code   int
 	reason string // for the close frame; short, ASCII
 }
 
-func (v *wsViolation) Error() string { return "asgi: websocket frame refused: " + v.reason }
+func (v *violation) Error() string { return "websocket: frame refused: " + v.reason }
 
 var (
 	// RFC 6455 §5.2: "the most significant bit MUST be 0" in a 64-bit
 	// payload length. gorilla reads it as a negative length and returns
 	// ErrReadLimit without a close frame.
-	errLengthMSB = &wsViolation{1002, "64-bit payload length with the most significant bit set"}
+	errLengthMSB = &violation{1002, "64-bit payload length with the most significant bit set"}
 	// RFC 6455 §5.2: RSV2 and RSV3 are 0 unless an extension defines them
 	// (none we negotiate does).
-	errRSV23 = &wsViolation{1002, "RSV2 or RSV3 set"}
+	errRSV23 = &violation{1002, "RSV2 or RSV3 set"}
 	// RFC 6455 §5.2 and RFC 7692 §6.1: RSV1 ("Per-Message Compressed")
 	// only with permessage-deflate, and only on the first frame of a data
 	// message: never on a control frame or a continuation frame.
-	errRSV1        = &wsViolation{1002, "RSV1 set without permessage-deflate"}
-	errRSV1Control = &wsViolation{1002, "RSV1 set on a control frame"}
-	errRSV1Cont    = &wsViolation{1002, "RSV1 set on a continuation frame"}
+	errRSV1        = &violation{1002, "RSV1 set without permessage-deflate"}
+	errRSV1Control = &violation{1002, "RSV1 set on a control frame"}
+	errRSV1Cont    = &violation{1002, "RSV1 set on a continuation frame"}
 	// RFC 6455 §5.5: control frames have at most 125 bytes of payload and
 	// are not fragmented.
-	errControlLen = &wsViolation{1002, "control frame payload over 125 bytes"}
-	errControlFIN = &wsViolation{1002, "fragmented control frame"}
+	errControlLen = &violation{1002, "control frame payload over 125 bytes"}
+	errControlFIN = &violation{1002, "fragmented control frame"}
 	// RFC 6455 §5.5.1: a close frame's body, if any, starts with a 2-byte
 	// code; one byte is no body at all.
-	errCloseLen1 = &wsViolation{1002, "close frame with a 1-byte payload"}
+	errCloseLen1 = &violation{1002, "close frame with a 1-byte payload"}
 	// RFC 6455 §7.4: a close code the client may send (gorilla's list:
 	// 1000-1003, 1007-1013, 3000-4999).
-	errCloseCode = &wsViolation{1002, "invalid close code"}
+	errCloseCode = &violation{1002, "invalid close code"}
 	// RFC 6455 §5.5.1 and §8.1: the close reason is UTF-8; data that
 	// is not fails the connection with 1007 (§7.4.1).
-	errCloseUTF8 = &wsViolation{1007, "invalid UTF-8 in a close reason"}
+	errCloseUTF8 = &violation{1007, "invalid UTF-8 in a close reason"}
 )
 
-// wsWire is the net.Conn that gorilla's Conn reads and writes through.
+// wire is the net.Conn that gorilla's Conn reads and writes through.
 //
 // Reads: it walks the frame headers of what the client sends (payloads
 // are skipped, except a close frame's 125 bytes) and refuses, before
 // gorilla parses them, the frames gorilla would accept or answer with the
-// wrong code (the wsViolation values above). The bytes before the refused
-// frame pass; from it on Read returns the *wsViolation, which reaches the
+// wrong code (the violation values above). The bytes before the refused
+// frame pass; from it on Read returns the *violation, which reaches the
 // reader goroutine through gorilla's NextReader or message reader. The
 // reader then sends the close frame with the violation's code (fail).
 //
 // Writes: the first write is gorilla's 101. gorilla answers any
 // permessage-deflate offer with a fixed line; when the negotiated
-// response (negotiateDeflate) is another, the first write replaces it.
+// response (NegotiateDeflate) is another, the first write replaces it.
 // Later writes pass through.
-type wsWire struct {
+type wire struct {
 	net.Conn
 	deflate  bool   // permessage-deflate is negotiated
 	ext      string // our Sec-WebSocket-Extensions value, "" for none
 	headDone bool   // the 101 went out
-	bad      *wsViolation
+	bad      *violation
 
 	// The frame parser: hdr holds the header bytes of the current frame
 	// until need of them are in; then left counts its payload.
@@ -81,12 +80,12 @@ type wsWire struct {
 	close   []byte // a close frame's payload, masked, as it arrives
 }
 
-func newWSWire(c net.Conn, ext string) *wsWire {
-	return &wsWire{Conn: c, deflate: ext != "", ext: ext, need: 2}
+func newWire(c net.Conn, ext string) *wire {
+	return &wire{Conn: c, deflate: ext != "", ext: ext, need: 2}
 }
 
-// Read reads from the socket and checks what came (see wsWire).
-func (w *wsWire) Read(p []byte) (int, error) {
+// Read reads from the socket and checks what came (see wire).
+func (w *wire) Read(p []byte) (int, error) {
 	if w.bad != nil {
 		return 0, w.bad
 	}
@@ -105,7 +104,7 @@ func (w *wsWire) Read(p []byte) (int, error) {
 
 // scan feeds b to the frame parser. On a violation it returns it and how
 // many bytes of b come before the refused frame.
-func (w *wsWire) scan(b []byte) (int, *wsViolation) {
+func (w *wire) scan(b []byte) (int, *violation) {
 	start := 0 // where the current frame starts in b (0: before b)
 	for i := 0; i < len(b); {
 		if w.left > 0 {
@@ -147,7 +146,7 @@ func (w *wsWire) scan(b []byte) (int, *wsViolation) {
 
 // headerByte checks the header bytes held so far, as soon as a rule can
 // be judged, and sets need once the second byte tells the header's size.
-func (w *wsWire) headerByte() *wsViolation {
+func (w *wire) headerByte() *violation {
 	switch w.hlen {
 	case 2:
 		b0, b1 := w.hdr[0], w.hdr[1]
@@ -188,7 +187,7 @@ func (w *wsWire) headerByte() *wsViolation {
 }
 
 // startPayload is called once the whole header is in.
-func (w *wsWire) startPayload() {
+func (w *wire) startPayload() {
 	switch n7 := w.hdr[1] & 0x7f; n7 {
 	case 126:
 		w.left = uint64(binary.BigEndian.Uint16(w.hdr[2:4]))
@@ -203,7 +202,7 @@ func (w *wsWire) startPayload() {
 
 // endFrame is called when the current frame's payload is all in; it
 // checks a close frame's body and readies the parser for the next frame.
-func (w *wsWire) endFrame() *wsViolation {
+func (w *wire) endFrame() *violation {
 	inClose := w.inClose
 	w.hlen, w.need, w.inClose = 0, 2, false
 	if !inClose || len(w.close) < 2 {
@@ -216,7 +215,7 @@ func (w *wsWire) endFrame() *wsViolation {
 			body[i] ^= key[i&3]
 		}
 	}
-	if code := int(binary.BigEndian.Uint16(body)); !validCloseCode(code) {
+	if code := int(binary.BigEndian.Uint16(body)); !ValidCloseCode(code) {
 		return errCloseCode
 	}
 	if !utf8.Valid(body[2:]) {
@@ -225,9 +224,11 @@ func (w *wsWire) endFrame() *wsViolation {
 	return nil
 }
 
-// validCloseCode reports whether a client may send code (RFC 6455 §7.4.1,
-// §7.4.2): the codes gorilla accepts, so that both agree.
-func validCloseCode(code int) bool {
+// ValidCloseCode reports whether a peer may send code in a close frame
+// (RFC 6455 §7.4.1, §7.4.2): the codes gorilla accepts, so that both
+// agree. 1005, 1006 and 1015 are never sent; 1004, 1014 and 1016-2999 are
+// reserved.
+func ValidCloseCode(code int) bool {
 	switch {
 	case code >= 1000 && code <= 1003, code >= 1007 && code <= 1013:
 		return true
@@ -240,12 +241,10 @@ func validCloseCode(code int) bool {
 // v1.5.3, server.go); it is what gorilla then does on the wire.
 var gorillaDeflateLine = []byte("Sec-WebSocket-Extensions: " + deflateAnswer + "\r\n")
 
-var errDeflateLine = errors.New("asgi: gorilla/websocket's 101 lacks its permessage-deflate line")
-
 // Write writes p; the first write (the 101) gets our extension line.
 // gorilla serialises its writes (and the 101 is written before the
 // session's goroutines start), so headDone needs no lock.
-func (w *wsWire) Write(p []byte) (int, error) {
+func (w *wire) Write(p []byte) (int, error) {
 	if w.headDone {
 		return w.Conn.Write(p)
 	}
@@ -255,7 +254,7 @@ func (w *wsWire) Write(p []byte) (int, error) {
 	}
 	i := bytes.Index(p, gorillaDeflateLine)
 	if i < 0 {
-		return 0, errDeflateLine
+		return 0, ErrDeflateLine
 	}
 	head := make([]byte, 0, len(p)+len(w.ext))
 	head = append(head, p[:i]...)

@@ -1,4 +1,4 @@
-package asgi
+package websocket
 
 // permessage-deflate negotiation (RFC 7692 §5, §7.1) for the handshake:
 // gorilla's Upgrader accepts any offer that names the extension, whatever
@@ -14,7 +14,7 @@ import "strings"
 // §7.1.1.2). Both inflate and deflate use compress/flate's 32 KiB window.
 const deflateAnswer = "permessage-deflate; server_no_context_takeover; client_no_context_takeover"
 
-// negotiateDeflate picks the first permessage-deflate offer in the client's
+// NegotiateDeflate picks the first permessage-deflate offer in the client's
 // Sec-WebSocket-Extensions fields that the server can honour and returns
 // the response's value, or "" to go without the extension (RFC 7692 §5:
 // the handshake completes; the client then fails it or goes on without
@@ -33,7 +33,7 @@ const deflateAnswer = "permessage-deflate; server_no_context_takeover; client_no
 // server_no_context_takeover and client_no_context_takeover are always in
 // the answer (deflateAnswer). An element that does not parse as an
 // extension (RFC 6455 §9.1) is skipped like a declined offer.
-func negotiateDeflate(fields []string) string {
+func NegotiateDeflate(fields []string) string {
 	for _, f := range fields {
 		for _, elem := range splitList(f) {
 			name, params, ok := parseExtension(elem)
@@ -53,7 +53,7 @@ type extParam struct {
 	hasValue    bool
 }
 
-// deflateOffer judges one permessage-deflate offer (see negotiateDeflate).
+// deflateOffer judges one permessage-deflate offer (see NegotiateDeflate).
 func deflateOffer(params []extParam) (string, bool) {
 	seen := map[string]bool{}
 	maxBits15 := false
