@@ -178,7 +178,7 @@ func New(cfg *config.Config, log *slog.Logger, out io.Writer) *Master {
 		Name: "turnstile_worker_restarts_total",
 		Help: "Worker processes replaced, by cause: crash, hup, reload, max-requests, timeout, lifetime, max-rss.",
 	}, []string{"cause"})
-	for _, c := range []string{"crash", "hup", "reload", "max-requests", "timeout", "lifetime", "max-rss"} {
+	for _, c := range []string{"crash", "hup", "reload", workerctl.CauseMaxRequests, workerctl.CauseTimeout, "lifetime", "max-rss"} {
 		m.restarts.WithLabelValues(c)
 	}
 	m.publish()
