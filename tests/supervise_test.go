@@ -1255,7 +1255,7 @@ func TestSupervise_ReloadInclude(t *testing.T) {
 // SIGTERM while a WSGI request runs past --graceful-timeout: the worker
 // stops accepting, closes the stuck request's connection at the timeout
 // (no response: a Python thread cannot be stopped), waits 1 s more for the
-// thread (server.StopGrace), logs the request it cuts off and exits; the
+// thread (workerctl.StopGrace), logs the request it cuts off and exits; the
 // master's SIGKILL, 3 s after the timeout, is only a backstop for a worker
 // that cannot exit. The master exits 0: the stop was asked for and ended
 // within its bound (a second SIGTERM is what exits 1).

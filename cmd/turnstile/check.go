@@ -16,15 +16,17 @@ import (
 
 	"turnstile/internal/cliconf"
 	"turnstile/internal/config"
+	"turnstile/internal/logs"
 	"turnstile/internal/python"
 	"turnstile/internal/server"
 	"turnstile/internal/venv"
+	"turnstile/internal/workerctl"
 )
 
 // reservedEnv are TURNSTILE_* variables that are not settings: the
 // worker's own, and the build's and tests' (Makefile, tests/, bench/).
 var reservedEnv = []string{
-	server.EnvWorker, server.EnvWorkerAdmin,
+	workerctl.EnvWorker, workerctl.EnvWorkerAdmin,
 	"TURNSTILE_BIN", "TURNSTILE_PYTHON", "TURNSTILE_POOL_TURN", "TURNSTILE_POOL_BATCH", "TURNSTILE_SYSMON_BATCH", "TURNSTILE_LOOP_BATCH", "TURNSTILE_GATE", "TURNSTILE_GATE_DEFER", "TURNSTILE_TEST_DB",
 }
 
@@ -115,7 +117,7 @@ func checkCommand(cfg *config.Config, maxRSSMiB *int64, code *int) *cobra.Comman
 			if err != nil {
 				return err
 			}
-			log := server.NewLogger(os.Stderr, cfg.LogLevel, "text")
+			log := logs.New(os.Stderr, cfg.LogLevel, "text")
 			python.SetLogger(log)
 			// As a worker does: under --user/--group, so that a file the
 			// service user cannot read fails here too.

@@ -16,6 +16,7 @@ import (
 
 	"turnstile/internal/cliconf"
 	"turnstile/internal/config"
+	"turnstile/internal/logs"
 	"turnstile/internal/python"
 	"turnstile/internal/server"
 	"turnstile/internal/supervise"
@@ -56,7 +57,7 @@ func run() int {
 				// taken out at start (internal/server, init).
 				os.Unsetenv(cliconf.EnvSettings)
 				os.Unsetenv(cliconf.EnvName("ssl-keyfile-password"))
-				code = server.RunWorker(&cfg, server.NewLogger(os.Stderr, cfg.LogLevel, cfg.LogFormat))
+				code = server.RunWorker(&cfg, logs.New(os.Stderr, cfg.LogLevel, cfg.LogFormat))
 			} else {
 				os.Setenv(cliconf.EnvSettings, res.Export())
 				code = supervise.Run(&cfg, os.Stderr)

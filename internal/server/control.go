@@ -8,16 +8,13 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+
+	"turnstile/internal/workerctl"
 )
 
 // control is a worker's end of its control pipe to the master: the worker
-// writes one line per message, the master reads them (internal/supervise).
-//
-//	ready                  the app is loaded and the worker accepts
-//	failed <reason>        start-up failed; the worker is exiting
-//	recycle <cause> <why>  replace me gracefully (cause: max-requests, timeout)
-//
-// A message is one line: newlines in reasons become spaces. Writes never
+// writes one workerctl.Msg per line, the master reads them
+// (internal/supervise). It sends ready and recycle once each. Writes never
 // block the caller for long: the master reads the pipe continuously.
 type control struct {
 	mu        sync.Mutex
@@ -54,16 +51,21 @@ func openControl(fd uintptr) (*control, error) {
 	return &control{f: f}, nil
 }
 
-func (c *control) send(line string) {
-	line = strings.ReplaceAll(strings.TrimSpace(line), "\n", " ") + "\n"
+// send writes m on the control pipe. The messages sent here are fixed
+// in form (a Kind and a workerctl Cause), so an Encode error is a bug.
+func (c *control) send(m workerctl.Msg) {
+	line, err := m.Encode()
+	if err != nil {
+		panic(fmt.Sprintf("server: control message %+v: %v", m, err))
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	_, _ = c.f.Write([]byte(line)) // the master is gone: nothing to tell
+	_, _ = c.f.Write(line) // the master is gone: nothing to tell
 }
 
 func (c *control) ready() {
 	if c.isReady.CompareAndSwap(false, true) {
-		c.send("ready")
+		c.send(workerctl.Msg{Kind: workerctl.Ready})
 	}
 }
 
@@ -73,14 +75,15 @@ func (c *control) failed(reason string) {
 	if reason == "" {
 		reason = "exited before it was ready"
 	}
-	c.send("failed " + reason)
+	c.send(workerctl.Msg{Kind: workerctl.Failed, Reason: reason})
 }
 
-// recycle asks the master, once, for a graceful replacement.
+// recycle asks the master, once, for a graceful replacement; cause is
+// workerctl.CauseMaxRequests or CauseTimeout.
 func (c *control) recycle(cause, why string) {
 	if c.recycling.CompareAndSwap(false, true) {
 		c.draining()
-		c.send("recycle " + cause + " " + why)
+		c.send(workerctl.Msg{Kind: workerctl.Recycle, Cause: cause, Reason: why})
 	}
 }
 

@@ -7,6 +7,13 @@
 // record (the app's traceback for an import error) and Run returns
 // ExitFailed.
 //
+// In a worker the master started (inherit.go), the variables, descriptors
+// and control messages are internal/workerctl's: the worker reports
+// ready, failed or recycle on its control pipe (control.go). Sockets are
+// opened by internal/listen and records made by internal/logs, which the
+// master shares; nothing here is imported by the master, which links no
+// Python.
+//
 // The chain in front of the app (worker.go, proxy.go): the listener is
 // the inherited socket, in a worker wrapped by the accept gate (gate.go),
 // then the PROXY protocol reader (--proxy-protocol), then TLS; the handler

@@ -17,6 +17,7 @@ import (
 	"turnstile/internal/sysmon"
 	"turnstile/internal/watchdog"
 	"turnstile/internal/websocket"
+	"turnstile/internal/workerctl"
 	"turnstile/internal/wsgi"
 )
 
@@ -54,18 +55,6 @@ func startWatchdog(kind string, cfg *config.Config, log *slog.Logger, m *metrics
 	activeWatchdog.Store(wd)
 	return wd
 }
-
-// StopGrace is how long past --graceful-timeout a stopping worker still
-// waits for what runs the app: the pool's Python threads (WSGI), or the
-// event loop cancelling the app's tasks and running lifespan shutdown
-// (ASGI, asgi.StopMargin). Then it runs atexit handlers and exits, or,
-// when a thread or the loop is still busy (a request that outlived the
-// graceful timeout: a Python thread cannot be stopped), exits without
-// them. The master kills a stopping worker only after StopGrace and a
-// margin for the exit (internal/supervise killGrace), so that its kill is
-// a backstop for a worker that cannot exit, never a race with one that
-// is exiting.
-const StopGrace = time.Second
 
 // errStartup marks an app start-up failure the master must not retry
 // (lifespan.startup.failed).
@@ -114,7 +103,7 @@ func startInterface(kind string, cfg *config.Config, log *slog.Logger, m *metric
 		wd := startWatchdog(kind, cfg, log, m)
 		stop := func(deadline time.Time) {
 			wd.Stop()
-			if !python.StopPool(time.Until(deadline) + StopGrace) {
+			if !python.StopPool(time.Until(deadline) + workerctl.StopGrace) {
 				log.Warn("pool threads still running at exit: exiting without them", "requests", runningRequests())
 				return
 			}
@@ -154,7 +143,7 @@ func startInterface(kind string, cfg *config.Config, log *slog.Logger, m *metric
 		wd := startWatchdog(kind, cfg, log, m)
 		stop := func(deadline time.Time) {
 			wd.Stop()
-			if !asgi.StopLoop(time.Until(deadline) + StopGrace) {
+			if !asgi.StopLoop(time.Until(deadline) + workerctl.StopGrace) {
 				log.Warn("event loop still running at exit")
 				return
 			}

@@ -1,39 +1,22 @@
 package server
 
 import (
-	"fmt"
 	"log/slog"
 	"net"
 	"os"
 	"strconv"
-	"strings"
 	"syscall"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
 
 	"turnstile/internal/config"
+	"turnstile/internal/listen"
+	"turnstile/internal/workerctl"
 )
 
-// What a worker inherits from the master (internal/supervise), which
-// starts every worker as a re-exec of its own binary with the same
-// arguments.
-const (
-	// EnvWorker holds the worker's id, "1".."N". It is set only in
-	// workers: cmd/turnstile runs RunWorker when it is present and the
-	// master otherwise.
-	EnvWorker = "TURNSTILE_WORKER"
-	// EnvWorkerAdmin is the Unix socket path the worker serves its admin
-	// handler on (the master scrapes /metrics and /readyz there), or
-	// empty when the admin listener is off.
-	EnvWorkerAdmin = "TURNSTILE_WORKER_ADMIN"
-	// ListenerFD is the inherited listening socket every worker accepts
-	// on: one accept queue shared by all workers.
-	ListenerFD = 3
-	// ControlFD is the write end of the worker's control pipe to the
-	// master (see control.go for its lines).
-	ControlFD = 4
-)
+// What a worker inherits from the master (internal/supervise): the
+// variables, file descriptors and control messages of internal/workerctl.
 
 // workerMode is set by RunWorker before Run: how this worker differs from
 // a server that binds its own sockets.
@@ -45,22 +28,22 @@ type workerMode struct {
 // worker is nil unless RunWorker runs this process.
 var worker *workerMode
 
-// workerID and workerAdmin are EnvWorker and EnvWorkerAdmin as this
-// process started with: init takes both out of the environment.
-var workerID, workerAdmin = os.Getenv(EnvWorker), os.Getenv(EnvWorkerAdmin)
+// workerID and workerAdmin are workerctl.EnvWorker and EnvWorkerAdmin as
+// this process started with: init takes both out of the environment.
+var workerID, workerAdmin = os.Getenv(workerctl.EnvWorker), os.Getenv(workerctl.EnvWorkerAdmin)
 
 // IsWorker reports whether the environment this process started with
 // says it is a worker started by the master.
 func IsWorker() bool { return workerID != "" }
 
-// RunWorker runs this process as worker EnvWorker of a master: it listens
-// on the inherited ListenerFD, serves its admin handler on the Unix socket
-// EnvWorkerAdmin, and reports on ControlFD: "ready" once it serves, or
-// "failed <reason>" (the last error it logged) when it exits before. It
-// returns the process exit status, like Run.
+// RunWorker runs this process as worker workerctl.EnvWorker of a master:
+// it listens on the inherited workerctl.ListenerFD, serves its admin
+// handler on the Unix socket EnvWorkerAdmin, and reports on ControlFD:
+// Ready once it serves, or Failed with the last error it logged when it
+// exits before. It returns the process exit status, like Run.
 func RunWorker(cfg *config.Config, log *slog.Logger) int {
 	id := workerID
-	ctl, err := openControl(ControlFD)
+	ctl, err := openControl(workerctl.ControlFD)
 	if err != nil {
 		log.Error(err.Error())
 		return ExitFailed
@@ -99,36 +82,17 @@ func workerReady() {
 	}
 }
 
-// listen returns the inherited listener in a worker, else binds cfg's.
+// listener returns the inherited listener in a worker, else binds cfg's.
 // In a worker the listener is wrapped in the accept gate (gate.go).
-func listen(cfg *config.Config) (net.Listener, error) {
+func listener(cfg *config.Config) (net.Listener, error) {
 	if worker == nil {
-		return Listen(cfg.Host, cfg.Port, cfg.UDS, cfg.Backlog)
+		return listen.Bind(cfg.Host, cfg.Port, cfg.UDS, cfg.Backlog)
 	}
-	f := os.NewFile(ListenerFD, "listener")
-	ln, err := net.FileListener(f) // a dup with close-on-exec
-	f.Close()
+	ln, err := listen.Inherited(workerctl.ListenerFD)
 	if err != nil {
-		return nil, fmt.Errorf("server: inherited listener (fd %d): %w", ListenerFD, err)
+		return nil, err
 	}
 	return newGate(ln, gateModeFor(cfg.Workers), cfg.QueueTimeout), nil
-}
-
-// listenAdmin binds the admin listener: host:port, or unix:/path.
-func listenAdmin(bind string) (net.Listener, error) {
-	if path, ok := strings.CutPrefix(bind, "unix:"); ok {
-		_ = os.Remove(path)
-		ln, err := net.Listen("unix", path)
-		if err != nil {
-			return nil, fmt.Errorf("server: admin listener %s: %w", bind, err)
-		}
-		return ln, nil
-	}
-	ln, err := net.Listen("tcp", bind)
-	if err != nil {
-		return nil, fmt.Errorf("server: admin listener %s: %w", bind, err)
-	}
-	return ln, nil
 }
 
 // ownsUDS reports whether this process removes cfg.UDS at exit: the
@@ -139,8 +103,8 @@ func init() {
 	// Descriptors inherited from the master must not leak into processes
 	// the app starts (subprocess, multiprocessing).
 	if IsWorker() {
-		syscall.CloseOnExec(ListenerFD)
-		syscall.CloseOnExec(ControlFD)
+		syscall.CloseOnExec(workerctl.ListenerFD)
+		syscall.CloseOnExec(workerctl.ControlFD)
 		setProcessName("turnstile-w" + workerID)
 		unsetWorkerEnv()
 	}
@@ -172,6 +136,6 @@ func setProcessName(name string) {
 // unsetenv (cgo), so the C environ Python reads loses them too.
 // TURNSTILE_WORKER_SETTINGS is taken out by cmd/turnstile once read.
 func unsetWorkerEnv() {
-	os.Unsetenv(EnvWorker)
-	os.Unsetenv(EnvWorkerAdmin)
+	os.Unsetenv(workerctl.EnvWorker)
+	os.Unsetenv(workerctl.EnvWorkerAdmin)
 }

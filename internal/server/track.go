@@ -12,6 +12,7 @@ import (
 	"turnstile/internal/config"
 	"turnstile/internal/http1"
 	"turnstile/internal/python"
+	"turnstile/internal/workerctl"
 	"turnstile/internal/wsgi"
 )
 
@@ -84,7 +85,7 @@ func (t *tracker) ServeHTTP1(w *http1.ResponseWriter, r *http1.Request) {
 func (t *tracker) done() {
 	wakeGate()
 	if n := t.served.Add(1); t.limit > 0 && n >= t.limit {
-		t.ctl.recycle("max-requests", strconv.FormatInt(n, 10)+" requests served")
+		t.ctl.recycle(workerctl.CauseMaxRequests, strconv.FormatInt(n, 10)+" requests served")
 	}
 }
 
@@ -116,7 +117,7 @@ func (t *tracker) watch() {
 				"age_s", msSeconds(age), "queued_s", msSeconds(r.Running.Sub(r.Start)),
 				"timeout_s", t.timeout.Seconds(), "thread", "ts-py-"+strconv.Itoa(r.Thread),
 				"stack", joinFrames(python.SampleStack(python.PoolThreadState(r.Thread))))
-			t.ctl.recycle("timeout", r.Method+" "+r.Target+" running "+age.Round(time.Millisecond).String())
+			t.ctl.recycle(workerctl.CauseTimeout, r.Method+" "+r.Target+" running "+age.Round(time.Millisecond).String())
 		}
 		for k := range reported {
 			if !live[k] {
@@ -153,7 +154,7 @@ func (t *tracker) watchLoop(reported bool) bool {
 	t.log.Warn("event loop blocked past --timeout; replacing this worker gracefully",
 		"stalled_s", msSeconds(age), "timeout_s", t.timeout.Seconds(),
 		"requests", strings.Join(reqs, "; "), "stack", stack)
-	t.ctl.recycle("timeout", "event loop blocked "+age.Round(time.Millisecond).String())
+	t.ctl.recycle(workerctl.CauseTimeout, "event loop blocked "+age.Round(time.Millisecond).String())
 	return true
 }
 

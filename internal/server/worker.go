@@ -24,6 +24,7 @@ import (
 
 	"turnstile/internal/config"
 	"turnstile/internal/http1"
+	"turnstile/internal/listen"
 	"turnstile/internal/python"
 	"turnstile/internal/static"
 	"turnstile/internal/tlsconf"
@@ -79,7 +80,7 @@ func Run(cfg *config.Config, log *slog.Logger) int {
 	}
 	defer adminStop()
 
-	ln, err := listen(cfg) // inherited from the master in a worker (inherit.go)
+	ln, err := listener(cfg) // inherited from the master in a worker (inherit.go)
 	if err != nil {
 		log.Error(err.Error())
 		return ExitFailed
@@ -256,7 +257,7 @@ func BuildInfo() venv.Build {
 }
 
 func startAdmin(cfg *config.Config, log *slog.Logger, ready *atomic.Bool, m *metrics) (stop func(), addr string, err error) {
-	ln, err := listenAdmin(cfg.AdminBind)
+	ln, err := listen.Admin(cfg.AdminBind)
 	if err != nil {
 		return nil, "", err
 	}

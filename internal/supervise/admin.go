@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"os"
 	"sort"
 	"strconv"
 	"strings"
@@ -21,6 +20,7 @@ import (
 	"github.com/prometheus/common/model"
 	"google.golang.org/protobuf/proto"
 
+	"turnstile/internal/listen"
 	"turnstile/internal/procmetrics"
 )
 
@@ -35,16 +35,9 @@ const (
 )
 
 func (m *Master) startAdmin(bind string) (string, error) {
-	var ln net.Listener
-	var err error
-	if path, ok := strings.CutPrefix(bind, "unix:"); ok {
-		_ = os.Remove(path)
-		ln, err = net.Listen("unix", path)
-	} else {
-		ln, err = net.Listen("tcp", bind)
-	}
+	ln, err := listen.Admin(bind)
 	if err != nil {
-		return "", fmt.Errorf("supervise: admin listener %s: %w", bind, err)
+		return "", err
 	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(m.restarts,

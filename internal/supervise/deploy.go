@@ -8,7 +8,7 @@ import (
 	"strings"
 	"syscall"
 
-	"turnstile/internal/server"
+	"turnstile/internal/listen"
 	"turnstile/internal/systemd"
 )
 
@@ -46,7 +46,7 @@ func (m *Master) bind() (*os.File, string, error) {
 		lf, err := listenerFile(ln)
 		return lf, addr, err
 	}
-	ln, err := server.Listen(m.cfg.Host, m.cfg.Port, m.cfg.UDS, m.cfg.Backlog)
+	ln, err := listen.Bind(m.cfg.Host, m.cfg.Port, m.cfg.UDS, m.cfg.Backlog)
 	if err != nil {
 		return nil, "", err
 	}

@@ -1,21 +1,26 @@
 // The life of a master.
 //
 //  1. cmd/turnstile sees no TURNSTILE_WORKER in the environment and calls
-//     Run. Nothing here calls internal/python: the master never
-//     initialises CPython, so a Python os.waitpid(-1) can never reap its
-//     children, and a crash in a C extension never takes it down.
+//     Run. The master never initialises CPython, so a Python
+//     os.waitpid(-1) can never reap its children, and a crash in a C
+//     extension never takes it down. It does not even link it: no package
+//     it imports, directly or not, has cgo outside the standard library.
+//     It takes the contract with a worker from internal/workerctl, and
+//     listening and logging from internal/listen and internal/logs, not
+//     from internal/server (TestMasterLinksNoCgo).
 //  2. Start binds the admin listener (unless off) and the listener
-//     (server.Listen; or takes the socket systemd passed, deploy.go), then
+//     (listen.Bind; or takes the socket systemd passed, deploy.go), then
 //     spawns --workers workers: /proc/self/exe with the master's arguments
 //     and the settings it read from the environment and the --config file
 //     (TURNSTILE_WORKER_SETTINGS, internal/cliconf), --user/--group
 //     credentials, TURNSTILE_WORKER=<id>, the listener as fd 3,
-//     the write end of a control pipe as fd 4, stdout and stderr on a pipe,
+//     the write end of a control pipe as fd 4 (workerctl.Env,
+//     workerctl.ExtraFiles), stdout and stderr on a pipe,
 //     its own process group (a terminal's Ctrl-C reaches the master only)
 //     and SIGTERM as parent-death signal.
 //  3. Each worker (internal/server, RunWorker) imports the app, starts
 //     serving on the inherited socket and writes "ready" on its control
-//     pipe, or "failed <reason>" and exits. When every worker is ready the
+//     pipe, or "failed <reason>" and exits (workerctl.Msg). When every worker is ready the
 //     master logs "listening". At first start a worker that fails, exits
 //     or passes --startup-timeout before "ready" stops the server with exit
 //     status 1: never a respawn loop. A worker that was ready already
@@ -39,7 +44,7 @@
 //     it is ready, sends the old one SIGTERM: it stops accepting, finishes
 //     its in-flight requests within --graceful-timeout, and is killed
 //     three seconds after that if still there (killGrace: the worker's own
-//     server.StopGrace for its pool or event loop, then 2 s for atexit
+//     workerctl.StopGrace for its pool or event loop, then 2 s for atexit
 //     handlers and its exit). One replacement runs at a time.
 //     SIGHUP and --reload replace every worker, one by one; a worker asks
 //     for its own replacement ("recycle") past --max-requests or when a
@@ -53,7 +58,7 @@
 //     from then on) and drains. The master exits 0 when all are gone, or
 //     kills them --graceful-timeout + 3 s later. A request still running
 //     at --graceful-timeout is cut off: the worker closes its connection
-//     (no response), waits server.StopGrace (1 s) for the Python thread,
+//     (no response), waits workerctl.StopGrace (1 s) for the Python thread,
 //     logs the requests still running and exits without them (a Python
 //     thread cannot be stopped). The master exits 0 then too, as it does
 //     after killing a worker: the stop was asked for and ended within its

@@ -25,8 +25,9 @@ import (
 	"golang.org/x/sys/unix"
 
 	"turnstile/internal/config"
-	"turnstile/internal/server"
+	"turnstile/internal/logs"
 	"turnstile/internal/tlsconf"
+	"turnstile/internal/workerctl"
 )
 
 // Exit statuses of the master.
@@ -44,15 +45,15 @@ const (
 	backoffMax  = 30 * time.Second
 	// killGrace is added to --graceful-timeout before a worker that was
 	// told to stop is killed. The worker bounds its own drain by the
-	// graceful timeout, then waits up to server.StopGrace for its pool or
+	// graceful timeout, then waits up to workerctl.StopGrace for its pool or
 	// event loop (lifespan shutdown), then runs atexit handlers and exits,
 	// or exits without them when a request outlived the graceful timeout.
 	// The kill is the backstop for a worker that cannot exit (an atexit
 	// handler that hangs): it must not fire while the worker is still
 	// within its own bound, so it waits StopGrace plus exitGrace.
-	killGrace = server.StopGrace + exitGrace
+	killGrace = workerctl.StopGrace + exitGrace
 	// exitGrace is the time a worker gets for atexit handlers,
-	// logging.shutdown() and its exit after server.StopGrace.
+	// logging.shutdown() and its exit after workerctl.StopGrace.
 	exitGrace = 2 * time.Second
 	// failedGrace bounds the exit of a worker that reported "failed".
 	failedGrace = 5 * time.Second
@@ -93,7 +94,8 @@ const (
 type event struct {
 	kind evKind
 	p    *proc
-	text string
+	msg  workerctl.Msg // evFailed, evRecycle: the worker's control message
+	text string        // evReload: the files that changed
 	ps   *os.ProcessState
 	id   int
 	sig  os.Signal
@@ -176,7 +178,7 @@ func New(cfg *config.Config, log *slog.Logger, out io.Writer) *Master {
 		Name: "turnstile_worker_restarts_total",
 		Help: "Worker processes replaced, by cause: crash, hup, reload, max-requests, timeout, lifetime, max-rss.",
 	}, []string{"cause"})
-	for _, c := range []string{"crash", "hup", "reload", "max-requests", "timeout", "lifetime", "max-rss"} {
+	for _, c := range []string{"crash", "hup", "reload", workerctl.CauseMaxRequests, workerctl.CauseTimeout, "lifetime", "max-rss"} {
 		m.restarts.WithLabelValues(c)
 	}
 	m.publish()
@@ -190,14 +192,14 @@ func New(cfg *config.Config, log *slog.Logger, out io.Writer) *Master {
 func Run(cfg *config.Config, stderr io.Writer) int {
 	// On a terminal, and under --reload (a person reads it), text records
 	// print a traceback as the lines Python users know, after the
-	// record's line, not escaped on it (server.MultilineWriter). JSON
+	// record's line, not escaped on it (logs.MultilineWriter). JSON
 	// stays one record per line.
 	var w io.Writer = stderr
-	if cfg.LogFormat != "json" && (cfg.Reload || server.IsTerminal(stderr)) {
-		w = server.MultilineWriter(stderr)
+	if cfg.LogFormat != "json" && (cfg.Reload || logs.IsTerminal(stderr)) {
+		w = logs.MultilineWriter(stderr)
 	}
 	out := &lockedWriter{w: w}
-	log := server.NewLogger(out, cfg.LogLevel, cfg.LogFormat)
+	log := logs.New(out, cfg.LogLevel, cfg.LogFormat)
 	slog.SetDefault(log)
 	signal.Ignore(syscall.SIGPIPE)
 	if mask, ok, _ := cfg.UmaskValue(); ok {
@@ -414,10 +416,10 @@ func (m *Master) handle(ev event) {
 	case evReady:
 		m.onReady(p)
 	case evFailed:
-		p.failMsg = ev.text
+		p.failMsg = ev.msg.Reason
 		p.after(failedGrace, func() { p.signal(syscall.SIGKILL) })
 	case evRecycle:
-		cause, why, _ := strings.Cut(ev.text, " ")
+		cause, why := ev.msg.Cause, ev.msg.Reason
 		if m.phase == phaseStopping || p.state != stateReady || p.recycleAsked || p.retry != nil || m.slots[p.id] != p {
 			return
 		}

@@ -20,7 +20,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"turnstile/internal/server"
+	"turnstile/internal/workerctl"
 )
 
 // procState is where a worker process is in its life. Owned by the loop.
@@ -216,9 +216,9 @@ func (s *spawner) start(cmd *exec.Cmd) error {
 }
 
 // spawn starts worker id as a re-exec of this binary with the master's
-// arguments, the listener as fd 3 and a control pipe as fd 4 (see
-// internal/server/inherit.go), and starts the goroutines that read its
-// control pipe and stderr and wait for it.
+// arguments, the listener and a control pipe at the descriptors of
+// internal/workerctl, and starts the goroutines that read its control
+// pipe and stderr and wait for it.
 func (m *Master) spawn(id int, cause string) (*proc, error) {
 	m.seq++
 	p := &proc{id: id, seq: m.seq, cause: cause, state: stateStarting,
@@ -241,8 +241,8 @@ func (m *Master) spawn(id int, cause string) (*proc, error) {
 	// ("gunicorn: worker [app]"), the master's arguments after it. The
 	// worker sets its short name (comm) itself (server.setProcessName).
 	cmd.Args[0] = fmt.Sprintf("turnstile: worker %d [%s]", id, m.cfg.App)
-	cmd.Env = append(childEnv(workerEnv()), server.EnvWorker+"="+strconv.Itoa(id), server.EnvWorkerAdmin+"="+p.admin)
-	cmd.ExtraFiles = []*os.File{m.lnFile, ctlW} // fds 3 and 4
+	cmd.Env = append(childEnv(workerEnv()), workerctl.Env(id, p.admin)...)
+	cmd.ExtraFiles = workerctl.ExtraFiles(m.lnFile, ctlW)
 	cmd.Stdout, cmd.Stderr = errW, errW
 	cmd.SysProcAttr = &syscall.SysProcAttr{
 		// Its own process group: a Ctrl-C in a terminal reaches the
@@ -292,7 +292,7 @@ func (m *Master) spawn(id int, cause string) (*proc, error) {
 func workerEnv() []string {
 	var env []string
 	for _, kv := range os.Environ() {
-		if strings.HasPrefix(kv, server.EnvWorker+"=") || strings.HasPrefix(kv, server.EnvWorkerAdmin+"=") {
+		if workerctl.IsEnv(kv) {
 			continue
 		}
 		env = append(env, kv)
@@ -300,23 +300,26 @@ func workerEnv() []string {
 	return env
 }
 
-// readControl turns the worker's control lines into events.
+// readControl turns the worker's control messages (workerctl.Msg, one a
+// line) into events.
 func (m *Master) readControl(p *proc, r *os.File) {
 	defer close(p.ctlDone)
 	defer r.Close()
 	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 4096), 64<<10)
+	sc.Buffer(make([]byte, 4096), workerctl.MaxLineBytes)
 	for sc.Scan() {
-		word, rest, _ := strings.Cut(sc.Text(), " ")
-		switch word {
-		case "ready":
+		msg, err := workerctl.Parse(sc.Text())
+		if err != nil {
+			m.log.Warn("unknown line on a worker's control pipe", "worker", p.id, "pid", p.pid, "line", sc.Text(), "err", err)
+			continue
+		}
+		switch msg.Kind {
+		case workerctl.Ready:
 			m.events <- event{kind: evReady, p: p}
-		case "failed":
-			m.events <- event{kind: evFailed, p: p, text: rest}
-		case "recycle":
-			m.events <- event{kind: evRecycle, p: p, text: rest}
-		default:
-			m.log.Warn("unknown line on a worker's control pipe", "worker", p.id, "pid", p.pid, "line", sc.Text())
+		case workerctl.Failed:
+			m.events <- event{kind: evFailed, p: p, msg: msg}
+		case workerctl.Recycle:
+			m.events <- event{kind: evRecycle, p: p, msg: msg}
 		}
 	}
 }

@@ -14,7 +14,7 @@ import (
 // already in the accept queue can still be accepted and talk, a new dial
 // gets no answer, and once the socket is closed it is refused.
 func TestRefuseSYN(t *testing.T) {
-	// Plain TCP, as server.Listen makes it: Go's net.Listen makes an
+	// Plain TCP, as listen.Bind makes it: Go's net.Listen makes an
 	// MPTCP socket where the kernel has it, and MPTCP refuses socket
 	// filters (EOPNOTSUPP).
 	var lc net.ListenConfig

@@ -1,4 +1,13 @@
-package server
+// Package logs makes the log records of the master (internal/supervise)
+// and of a worker (internal/server): slog text or JSON records on stderr
+// at a level, and, for a person reading a terminal, text records whose
+// multi-line values (a traceback) follow their line as the lines
+// themselves. It is pure Go (no cgo): the master links no Python.
+//
+// A worker writes its records on its stderr, a pipe the master reads and
+// forwards line by line to its own output (internal/supervise, proc.go),
+// so the format is chosen once for both (--log-format, --log-level).
+package logs
 
 import (
 	"bytes"
@@ -11,9 +20,10 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// NewLogger returns the server's logger: text or JSON records on w at
-// level (debug, info, warning, error).
-func NewLogger(w io.Writer, level, format string) *slog.Logger {
+// New returns the server's logger: JSON records on w when format is
+// "json", else slog's text records, at level (debug, info, warning or
+// warn, error or critical, in any case; anything else is info).
+func New(w io.Writer, level, format string) *slog.Logger {
 	var lv slog.Level
 	switch strings.ToLower(level) {
 	case "debug":

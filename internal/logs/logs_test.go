@@ -1,4 +1,4 @@
-package server
+package logs
 
 import (
 	"bytes"
@@ -9,7 +9,7 @@ import (
 
 func TestMultilineWriter(t *testing.T) {
 	var out bytes.Buffer
-	log := NewLogger(MultilineWriter(&out), "info", "text")
+	log := New(MultilineWriter(&out), "info", "text")
 	log.Error("wsgi: app raised", "method", "GET", "traceback", "Traceback (most recent call last):\n  File \"a.py\", line 1\nRuntimeError: x\n", "worker", 1)
 	log.Info("plain", "addr", "127.0.0.1:1", "q", `say "hi"`)
 	log.Error("cannot load the app a:b\nTraceback (most recent call last):\nSyntaxError: bad")
