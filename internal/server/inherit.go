@@ -111,7 +111,7 @@ func listen(cfg *config.Config) (net.Listener, error) {
 	if err != nil {
 		return nil, fmt.Errorf("server: inherited listener (fd %d): %w", ListenerFD, err)
 	}
-	return newGate(ln, gateModeFor(cfg.Workers), cfg.QueueTimeout), nil
+	return newGate(ln, gateModeFor(cfg.Switches.Gate, cfg.Workers), cfg.QueueTimeout), nil
 }
 
 // listenAdmin binds the admin listener: host:port, or unix:/path.
