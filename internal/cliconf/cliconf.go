@@ -9,8 +9,9 @@
 //	--forwarded-allow-ips  TURNSTILE_FORWARDED_ALLOW_IPS  forwarded-allow-ips = "10.0.0.0/8"
 //
 // A repeatable flag (a pflag SliceValue: --static, --reload-include) takes
-// a TOML array, and in the environment a comma-separated list with CSV
-// quoting ("a,b",c is two values: a,b and c), as pflag's string slices do.
+// a TOML array or one TOML value, and in the environment a comma-separated
+// list with CSV quoting ("a,b",c is two values: a,b and c), as pflag's
+// string slices do.
 //
 // Unknown keys in the file and unknown TURNSTILE_* variables are errors
 // with a "did you mean". A flag whose usage starts with "alias of --X"

@@ -16,6 +16,7 @@ import (
 
 	"github.com/spf13/pflag"
 
+	"turnstile/internal/http1"
 	"turnstile/internal/proxy"
 )
 
@@ -77,8 +78,10 @@ func (a Alias) Usage(of string) string {
 
 func ptr[T any](p *T) any { return p }
 
-// Settings is the table, in --help order. The Default* constants are
-// the defaults the other packages need too.
+// Settings is the table, in --help order. A default that a package's
+// own zero value needs as well (internal/http1's, like net/http's
+// "Default: 10s when zero") is that package's constant; the Default*
+// constants of this package are the ones cmd/turnstile needs too.
 var Settings = []Setting{
 	{Name: "config", Short: "c", Kind: String, Usage: "TOML file of settings (keys are flag names; also $TURNSTILE_CONFIG)", README: "`$TURNSTILE_CONFIG`",
 		Field: func(c *Config) any { return ptr(&c.ConfigFile) }},
@@ -152,25 +155,25 @@ var Settings = []Setting{
 	{Name: "date-header", Kind: Bool, Default: "true", Usage: "send the Date header",
 		Negation: "send no Date header (same as --date-header=false)", Field: func(c *Config) any { return ptr(&c.DateHeader) }},
 	{Name: "header", Kind: List, Usage: "add NAME:VALUE to every response, as uvicorn's --header (repeatable)", Field: func(c *Config) any { return ptr(&c.Headers) }},
-	{Name: "limit-request-line", Kind: Int, Default: "8190", Usage: "longest request line in bytes (414)", Field: func(c *Config) any { return ptr(&c.LimitRequestLine) }},
-	{Name: "limit-request-fields", Kind: Int, Default: "100", Usage: "most header fields (431)", Field: func(c *Config) any { return ptr(&c.LimitRequestFields) }},
-	{Name: "limit-request-field-size", Kind: Int, Default: "8190", Usage: "longest header field in bytes (431)", Field: func(c *Config) any { return ptr(&c.LimitRequestFieldSize) }},
+	{Name: "limit-request-line", Kind: Int, Default: strconv.Itoa(http1.DefaultMaxRequestLineBytes), Usage: "longest request line in bytes (414)", Field: func(c *Config) any { return ptr(&c.LimitRequestLine) }},
+	{Name: "limit-request-fields", Kind: Int, Default: strconv.Itoa(http1.DefaultMaxHeaderFields), Usage: "most header fields (431)", Field: func(c *Config) any { return ptr(&c.LimitRequestFields) }},
+	{Name: "limit-request-field-size", Kind: Int, Default: strconv.Itoa(http1.DefaultMaxHeaderFieldBytes), Usage: "longest header field in bytes (431)", Field: func(c *Config) any { return ptr(&c.LimitRequestFieldSize) }},
 	{Name: "limit-request-body", Kind: Int64, Default: "0", Usage: "largest request body in bytes (413; 0 = no limit)", README: "0 (none)", Field: func(c *Config) any { return ptr(&c.LimitRequestBody) }},
 	{Name: "limit-concurrency", Kind: Int, Default: "0", Usage: "most requests handled at once; more get 503 (0 = no limit)", README: "0 (none)", Field: func(c *Config) any { return ptr(&c.LimitConcurrency) }},
-	{Name: "timeout-request-header", Kind: Seconds, Default: "10s", Usage: "time from accept to the end of the request head (408; seconds or a duration, more than 0)",
+	{Name: "timeout-request-header", Kind: Seconds, Default: http1.DefaultHeaderTimeout.String(), Usage: "time from accept to the end of the request head (408; seconds or a duration, more than 0)",
 		Field: func(c *Config) any { return ptr(&c.TimeoutRequestHeader) }},
-	{Name: "timeout-keep-alive", Kind: Seconds, Default: "5s", Usage: "idle time allowed between requests (seconds or a duration, more than 0)",
+	{Name: "timeout-keep-alive", Kind: Seconds, Default: http1.DefaultKeepAliveTimeout.String(), Usage: "idle time allowed between requests (seconds or a duration, more than 0)",
 		Aliases: []Alias{{Name: "keep-alive", Whose: "gunicorn's name; seconds"}}, Field: func(c *Config) any { return ptr(&c.TimeoutKeepAlive) }},
 	{Name: "timeout-keep-alive-drain", Kind: Seconds, Default: "1s", Usage: "when a worker stops, idle kept-alive connections stay open this long (within --graceful-timeout); a request on one is served with Connection: close (0 = close at once)",
 		Field: func(c *Config) any { return ptr(&c.TimeoutKeepAliveDrain) }},
-	{Name: "timeout-body", Kind: Seconds, Default: "30s", Usage: "longest gap between reads of a request body (seconds or a duration, more than 0)", Field: func(c *Config) any { return ptr(&c.TimeoutBody) }},
-	{Name: "min-body-rate", Kind: Int, Default: "240", Usage: "slowest request body in bytes/s after a 5 s grace; slower gets 408 (0: off)", Field: func(c *Config) any { return ptr(&c.MinBodyRate) }},
+	{Name: "timeout-body", Kind: Seconds, Default: http1.DefaultBodyTimeout.String(), Usage: "longest gap between reads of a request body (seconds or a duration, more than 0)", Field: func(c *Config) any { return ptr(&c.TimeoutBody) }},
+	{Name: "min-body-rate", Kind: Int, Default: strconv.Itoa(http1.DefaultMinBodyRate), Usage: "slowest request body in bytes/s after a 5 s grace; slower gets 408 (0: off)", Field: func(c *Config) any { return ptr(&c.MinBodyRate) }},
 	{Name: "request-buffer", Kind: Int64, Default: strconv.Itoa(64 << 10), Usage: "bytes of a WSGI request body Go holds in memory; the body is read whole before the app runs, the rest spooled to a temp file (0: off, the app streams the body)",
 		README: "65536 (64 KiB)", Field: func(c *Config) any { return ptr(&c.RequestBufferBytes) }},
 	{Name: "request-buffer-disk", Kind: Int64, Default: strconv.Itoa(1 << 30), Usage: "bytes of WSGI request bodies spooled to temp files at once; a body that can never fit gets 413, one that does not fit now 503",
 		README: "1073741824 (1 GiB)", Field: func(c *Config) any { return ptr(&c.RequestBufferDiskBytes) }},
 	{Name: "request-buffer-dir", Kind: String, Usage: "directory of the spool files (default: $TMPDIR, else /tmp)", README: "`$TMPDIR`, else `/tmp`", Field: func(c *Config) any { return ptr(&c.RequestBufferDir) }},
-	{Name: "timeout-write", Kind: Seconds, Default: "30s", Usage: "longest a socket write may block on a slow reader (seconds or a duration, more than 0)", Field: func(c *Config) any { return ptr(&c.TimeoutWrite) }},
+	{Name: "timeout-write", Kind: Seconds, Default: http1.DefaultWriteTimeout.String(), Usage: "longest a socket write may block on a slow reader (seconds or a duration, more than 0)", Field: func(c *Config) any { return ptr(&c.TimeoutWrite) }},
 	{Name: "ssl-certfile", Kind: String, Usage: "PEM certificate chain: serve TLS (with --ssl-keyfile)", Aliases: []Alias{{Name: "certfile", Whose: "gunicorn's name"}},
 		Field: func(c *Config) any { return ptr(&c.SSLCertFile) }},
 	{Name: "ssl-keyfile", Kind: String, Usage: "PEM private key, possibly encrypted (PKCS#8 or legacy PEM)", Aliases: []Alias{{Name: "keyfile", Whose: "gunicorn's name"}},
