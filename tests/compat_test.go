@@ -106,7 +106,17 @@ func TestCompat_Refused(t *testing.T) {
 		{[]string{"--daemon"}, `turnstile: --daemon: not supported: turnstile stays in the foreground; run it under systemd (Type=notify, see the README, "Deployment"), a container or supervisord`},
 		{[]string{"-k", "gevent"}, "turnstile: --worker-class: not needed: turnstile tells WSGI from ASGI itself (--interface), runs WSGI views on --blocking-threads Python threads and an ASGI app on one event loop per worker (--loop uvloop, as uvicorn's workers); there are no gevent or eventlet workers"},
 		{[]string{"--worker-class", "uvicorn.workers.UvicornWorker"}, "turnstile: --worker-class: not needed: turnstile tells WSGI from ASGI itself (--interface), runs WSGI views on --blocking-threads Python threads and an ASGI app on one event loop per worker (--loop uvloop, as uvicorn's workers); there are no gevent or eventlet workers"},
-		{[]string{"--access-logfile", "-"}, "turnstile: --access-logfile: not supported: use --access-log; access records go to stderr with the other records (one stream, not gunicorn's stdout) for journald or the container to collect"},
+		{[]string{"--access-logfile", "/var/log/access.log"}, "turnstile: --access-logfile: a file is not supported: --access-logfile - (or --access-log) logs each request to stderr with the other records (one stream, not gunicorn's stdout) for journald or the container to collect"},
+		// Issue 28: what turnstile does instead of each.
+		{[]string{"--access-logformat", "%(h)s"}, "turnstile: --access-logformat: not supported: an access record has fixed fields (remote, method, target, protocol, status, bytes, duration_ms, user_agent, referer); --log-format json gives them as JSON"},
+		{[]string{"--ssl-cert-reqs", "2"}, "turnstile: --ssl-cert-reqs: use --ssl-client-verify none, optional or required (uvicorn's 0, 1 and 2)"},
+		{[]string{"--env", "A=1"}, "turnstile: --env: not supported: set the variable in the environment, or put KEY=VALUE lines in a file for --env-file"},
+		{[]string{"-e", "A=1"}, "turnstile: --env: not supported: set the variable in the environment, or put KEY=VALUE lines in a file for --env-file"},
+		{[]string{"--ws", "websockets"}, "turnstile: --ws: not needed: turnstile's WebSocket is built in (Go frames it; see --ws-max-size, --ws-ping-interval, --ws-per-message-deflate)"},
+		{[]string{"--fd", "3"}, `turnstile: --fd: not supported: turnstile takes a socket from systemd socket activation (LISTEN_FDS, see the README, "Deployment") or binds --uds / --host and --port itself`},
+		{[]string{"--no-access-log"}, "turnstile: --no-access-log: not needed: the access log is off by default (--access-log=false)"},
+		{[]string{"--log-config", "logging.ini"}, "turnstile: --log-config: not supported: turnstile's records are not Python logging's; use --log-level and --log-format (text or json); the app's own logging goes to stderr as records"},
+		{[]string{"--reload-dir", "src"}, "turnstile: --reload-dir: not supported: --reload watches .py files under --app-dir; add other files with --reload-include GLOB"},
 		{[]string{"--error-logfile", "/var/log/x.log"}, `turnstile: --error-logfile: turnstile logs to stderr only (gunicorn's default, "-"): redirect it, or let journald or the container collect it`},
 		{[]string{"--log-file", "/var/log/x.log"}, `turnstile: --log-file: turnstile logs to stderr only (gunicorn's default, "-"): redirect it, or let journald or the container collect it`},
 		{[]string{"-b", "127.0.0.1:8001", "--bind", "unix:/tmp/t.sock"}, "turnstile: --bind given 2 times: turnstile serves one address (one socket the workers share); put a proxy in front for more, or run a second turnstile"},
@@ -125,6 +135,73 @@ func TestCompat_Refused(t *testing.T) {
 		if _, stderr, code := cfRun(t, cfEnv(), "check", f, "-", "conf_app:app"); code != 0 {
 			t.Errorf("%s -: exit %d:\n%s", f, code, stderr)
 		}
+	}
+	// --access-logfile - (gunicorn's stdout) turns the access log on; its
+	// records go to stderr with the others.
+	if r, stderr, code := cfCheck(t, cfEnv(), "--access-logfile", "-", "conf_app:app"); code != 0 || r.get(t, "access-log").Value != "true" {
+		t.Errorf("--access-logfile -: exit %d, %+v\n%s", code, r.get(t, "access-log"), stderr)
+	}
+	// An unknown flag is never pointed at a refused one (issue 28:
+	// --access-logformat was pointed at the refused --access-logfile).
+	compatExit(t, "turnstile: unknown flag: --worker-clas", "--worker-clas", "x")
+}
+
+// Issue 28: a bad number is one line naming where it came from and what
+// it wants, never strconv's text, from a flag, a variable and the file.
+func TestCompat_BadNumber(t *testing.T) {
+	compatExit(t, `turnstile: --workers "abc": want an integer`, "--workers", "abc")
+	compatExit(t, `turnstile: --workers "abc": want an integer`, "-w", "abc")
+	compatExit(t, `turnstile: --http2-max-frame-size "-1": want an integer, 0 or more`, "--http2-max-frame-size", "-1")
+	compatExit(t, `turnstile: --switch-interval "often": want a number`, "--switch-interval", "often")
+	_, stderr, code := cfRun(t, cfEnv("TURNSTILE_WORKERS=abc"), "check", "conf_app:app")
+	if code != 2 || strings.TrimSpace(stderr) != `turnstile: TURNSTILE_WORKERS="abc": want an integer` {
+		t.Errorf("TURNSTILE_WORKERS=abc: exit %d:\n%s", code, stderr)
+	}
+	p := cfWriteFile(t, "workers = \"abc\"\n")
+	_, stderr, code = cfRun(t, cfEnv(), "check", "--config", p, "conf_app:app")
+	if code != 2 || strings.TrimSpace(stderr) != "turnstile: "+p+`: workers = "abc": want an integer` {
+		t.Errorf("workers = \"abc\": exit %d:\n%s", code, stderr)
+	}
+}
+
+// Issue 28: 0 of a timeout never silently means its default. It means
+// what the help says (check shows it), or it is refused with one line.
+func TestCompat_ZeroTimeouts(t *testing.T) {
+	for _, c := range []struct{ flag, setting, text string }{
+		{"--graceful-timeout", "graceful-timeout", "0s (none: stop at once)"},
+		{"--timeout-graceful-shutdown", "graceful-timeout", "0s (none: stop at once)"},
+		{"--queue-timeout", "queue-timeout", "0s (no limit)"},
+		{"--startup-timeout", "startup-timeout", "0s (no limit)"},
+		{"--timeout-keep-alive-drain", "timeout-keep-alive-drain", "0s (close at once)"},
+	} {
+		r, stderr, code := cfCheck(t, cfEnv(), c.flag, "0", "conf_app:app")
+		if code != 0 || r.get(t, c.setting).Value != "0s" {
+			t.Errorf("%s 0: exit %d, %+v\n%s", c.flag, code, r.get(t, c.setting), stderr)
+		}
+		out, _, _ := cfRun(t, cfEnv(), "check", c.flag, "0", "conf_app:app")
+		if !regexpMatch(`(?m)^`+c.setting+`\s+`+regexp.QuoteMeta(c.text)+`\s+flag`, out) {
+			t.Errorf("%s 0: check's text lacks %q:\n%s", c.flag, c.text, out)
+		}
+	}
+	for _, f := range []string{"--keep-alive", "--timeout-keep-alive", "--timeout-request-header", "--timeout-body", "--timeout-write", "--http2-keep-alive-timeout"} {
+		compatExit(t, "turnstile: "+f+" 0: want more than 0 (it has no off: a client could hold a connection for ever)", f, "0")
+	}
+	compatExit(t, "turnstile: --limit-request-line 0: want at least 1", "--limit-request-line", "0")
+	// A server under --graceful-timeout 0 serves (and stops at once).
+	s := Start(t, "--graceful-timeout", "0", "hello:app")
+	if code, _ := s.Get(t, "/"); code != 200 {
+		t.Fatalf("GET /: %d", code)
+	}
+}
+
+// Issue 28: a repeatable setting takes one TOML string as well as an
+// array (bind = "127.0.0.1:8000").
+func TestCompat_TOMLListScalar(t *testing.T) {
+	p := cfWriteFile(t, "bind = \"127.0.0.1:8123\"\nheader = \"X-Frame-Options:DENY\"\n")
+	cmd := compatCommand(t, AppDir(), "check", "--format", "json", "--config", p, "hello:app")
+	out, err := cmd.Output()
+	if err != nil || !strings.Contains(string(out), `"address": "127.0.0.1:8123"`) || !regexpMatch(`"name": "header",\s+"value": \[\s+"X-Frame-Options:DENY"\s+\]`, string(out)) {
+		t.Errorf("bind and header as TOML strings: %v\n%s", err, out)
 	}
 }
 
@@ -289,5 +366,17 @@ func TestCompat_Version(t *testing.T) {
 	flag, _, code2 := cfRun(t, cfEnv(), "--version")
 	if code1 != 0 || code2 != 0 || word != flag || !strings.HasPrefix(word, "turnstile version ") || !strings.Contains(word, "CPython 3.") {
 		t.Errorf("version: %d %q; --version: %d %q", code1, word, code2, flag)
+	}
+}
+
+// Issue 28: --ssl-ca (uvicorn's --ssl-ca-certs) without
+// --ssl-client-verify serves, as uvicorn does with cert_reqs none, and
+// the master warns once that no client certificate is asked for.
+func TestCompat_SSLCAWithoutVerify(t *testing.T) {
+	p := newPKI(t)
+	s := Start(t, append(p.TLSArgs(), "--workers", "2", "--ssl-ca-certs", p.CAFile, "hello:app")...)
+	const warn = "client certificates are not requested until --ssl-client-verify optional or required"
+	if n := strings.Count(s.Logs(), warn); n != 1 {
+		t.Errorf("the warning is logged %d times; want once:\n%s", n, s.Logs())
 	}
 }

@@ -243,7 +243,7 @@ func TestConfig_ListFromEnv(t *testing.T) {
 // A bad value from each source: one line naming the source, exit 2,
 // every bad value reported at once; the server never starts.
 func TestConfig_BadValues(t *testing.T) {
-	file := cfWriteFile(t, "workers = -1\nlog-level = \"loud\"\nbacklog = \"big\"\nreload-include = \"*.txt\"\n")
+	file := cfWriteFile(t, "workers = -1\nlog-level = \"loud\"\nbacklog = \"big\"\nhost = [\"a\", \"b\"]\n")
 	cases := []struct {
 		name  string
 		env   []string
@@ -251,7 +251,7 @@ func TestConfig_BadValues(t *testing.T) {
 		lines []string
 	}{
 		{"flag", cfEnv(), []string{"--workers=-1"}, []string{"turnstile: --workers -1: want at least 1"}},
-		{"flag-parse", cfEnv(), []string{"--workers", "four"}, []string{`turnstile: invalid argument "four" for "--workers" flag`}},
+		{"flag-parse", cfEnv(), []string{"--workers", "four"}, []string{`turnstile: --workers "four": want an integer`}},
 		{"env", cfEnv("TURNSTILE_WORKERS=-1"), nil, []string{"turnstile: TURNSTILE_WORKERS -1: want at least 1"}},
 		{"env-parse", cfEnv("TURNSTILE_WORKERS=four", "TURNSTILE_GRACEFUL_TIMEOUT=soon", "TURNSTILE_ACCESS_LOG=maybe"), nil, []string{
 			`turnstile: TURNSTILE_WORKERS="four": want an integer`,
@@ -260,11 +260,11 @@ func TestConfig_BadValues(t *testing.T) {
 		}},
 		{"file", cfEnv(), []string{"--config", file}, []string{
 			"turnstile: " + file + `: backlog = "big": want an integer`,
-			"turnstile: " + file + `: reload-include: want an array, like ["*.txt"]`,
+			"turnstile: " + file + `: host: want one value, not an array`, // a repeatable setting takes a string too (issue 28)
 		}},
 		// NaN, the infinities and more than a Duration holds wrapped to
 		// about -292 years ("no limit" for --queue-timeout) before.
-		{"seconds-nan", cfEnv(), []string{"--queue-timeout=NaN"}, []string{`turnstile: invalid argument "NaN" for "--queue-timeout" flag: want seconds or a duration like 30s`}},
+		{"seconds-nan", cfEnv(), []string{"--queue-timeout=NaN"}, []string{`turnstile: --queue-timeout "NaN": want seconds or a duration like 30s`}},
 		{"seconds-huge", cfEnv("TURNSTILE_GRACEFUL_TIMEOUT=1e100", "TURNSTILE_QUEUE_TIMEOUT=inf"), nil, []string{
 			`turnstile: TURNSTILE_GRACEFUL_TIMEOUT="1e100": want seconds or a duration like 30s`,
 			`turnstile: TURNSTILE_QUEUE_TIMEOUT="inf": want seconds or a duration like 30s`,

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net"
 	"os"
-	"regexp"
 	"strconv"
 	"strings"
 	"syscall"
@@ -25,16 +24,16 @@ import (
 
 // reservedEnv are TURNSTILE_* variables that are not settings: the
 // worker's own, and the build's and tests' (Makefile, tests/, bench/).
-var reservedEnv = []string{
+var reservedEnv = append([]string{
 	workerctl.EnvWorker, workerctl.EnvWorkerAdmin,
-	"TURNSTILE_BIN", "TURNSTILE_PYTHON", "TURNSTILE_POOL_TURN", "TURNSTILE_POOL_BATCH", "TURNSTILE_SYSMON_BATCH", "TURNSTILE_LOOP_BATCH", "TURNSTILE_GATE", "TURNSTILE_GATE_DEFER", "TURNSTILE_TEST_DB",
-}
+	"TURNSTILE_BIN", "TURNSTILE_PYTHON", "TURNSTILE_TEST_DB",
+}, config.SwitchVars...)
 
 // loadConfig fills cfg from the environment and the --config file under
 // the flags already parsed (internal/cliconf), then applies defaults and
 // validates, the virtualenv and --app-dir included outside a worker. Each
 // bad value is one line naming where it came from.
-func loadConfig(cmd *cobra.Command, cfg *config.Config, maxRSSMiB *int64, app string) (*cliconf.Result, error) {
+func loadConfig(cmd *cobra.Command, cfg *config.Config, app string) (*cliconf.Result, error) {
 	fs := cmd.Flags()
 	if err := refuse(fs); err != nil {
 		return nil, err
@@ -42,6 +41,7 @@ func loadConfig(cmd *cobra.Command, cfg *config.Config, maxRSSMiB *int64, app st
 	if f := fs.Lookup("config"); f.Changed && strings.HasSuffix(f.Value.String(), ".py") {
 		return nil, fmt.Errorf("--config %s: turnstile's file is TOML with its flag names (workers = 4), not gunicorn's Python: see the README, \"Coming from gunicorn / uvicorn\"", f.Value.String())
 	}
+	cfg.Switches = config.ReadSwitches()
 	skip := []string{"help", "version", "format"}
 	for name := range refused {
 		skip = append(skip, name)
@@ -59,21 +59,20 @@ func loadConfig(cmd *cobra.Command, cfg *config.Config, maxRSSMiB *int64, app st
 	}
 	// --chdir first, so that every other path is relative to it; a
 	// worker inherits the master's directory and environment (--env-file).
-	if dir, _ := fs.GetString("chdir"); dir != "" && !server.IsWorker() {
+	if dir := cfg.Chdir; dir != "" && !server.IsWorker() {
 		if err := os.Chdir(dir); err != nil {
 			return nil, errors.New(res.Label("chdir") + " " + strconvQuote(dir) + ": " + errText(err))
 		}
 	}
-	if file, _ := fs.GetString("env-file"); file != "" && !server.IsWorker() {
+	if file := cfg.EnvFile; file != "" && !server.IsWorker() {
 		if err := loadEnvFile(file); err != nil {
 			return nil, errors.New(res.Label("env-file") + " " + err.Error())
 		}
 	}
-	if err := applyBind(fs, res, cfg); err != nil {
+	if err := applyBind(res, cfg); err != nil {
 		return nil, err
 	}
 	cfg.App = app
-	cfg.WorkersMaxRSSBytes = *maxRSSMiB << 20
 	cfg.ApplyDefaults()
 	errs := []error{cfg.Validate()}
 	// The master (and check) read the virtualenv's pyvenv.cfg and look at
@@ -101,7 +100,7 @@ func loadConfig(cmd *cobra.Command, cfg *config.Config, maxRSSMiB *int64, app st
 // configuration with each setting's source, and the app imported as a
 // worker imports it, without serving. Exit 0, or 1 with the traceback
 // when the app cannot be imported (2 for a bad setting, as for serving).
-func checkCommand(cfg *config.Config, maxRSSMiB *int64, code *int) *cobra.Command {
+func checkCommand(cfg *config.Config, code *int) *cobra.Command {
 	var format string
 	c := &cobra.Command{
 		Use:           "check [flags] MODULE:ATTR",
@@ -113,7 +112,7 @@ func checkCommand(cfg *config.Config, maxRSSMiB *int64, code *int) *cobra.Comman
 			if format != "text" && format != "json" {
 				return fmt.Errorf("--format %q: want text or json", format)
 			}
-			res, err := loadConfig(cmd, cfg, maxRSSMiB, args[0])
+			res, err := loadConfig(cmd, cfg, args[0])
 			if err != nil {
 				return err
 			}
@@ -179,9 +178,9 @@ func checkCommand(cfg *config.Config, maxRSSMiB *int64, code *int) *cobra.Comman
 					if l, ok := s.Value.([]string); ok {
 						v = "[" + strings.Join(l, ", ") + "]"
 					}
-					if f := cmd.Flags().Lookup(s.Name); f != nil && (v == "0" || v == "0s") {
-						if m := zeroMeaning.FindStringSubmatch(f.Usage); m != nil {
-							v += " (" + m[1] + ")" // what 0 stands for: "off", "never", "no limit"
+					if st := config.Lookup(s.Name); st != nil && (v == "0" || v == "0s") {
+						if z := st.ZeroMeaning(); z != "" {
+							v += " (" + z + ")" // what 0 stands for: "off", "never", "no limit"
 						}
 					}
 					src := string(s.Source)
@@ -202,10 +201,6 @@ func checkCommand(cfg *config.Config, maxRSSMiB *int64, code *int) *cobra.Comman
 	c.Flags().StringVar(&format, "format", "text", "output: text or json")
 	return c
 }
-
-// zeroMeaning finds what a flag's usage says 0 means: "(0 = off)",
-// "(...; 0 = no limit)", "(0: CPython's 0.005)".
-var zeroMeaning = regexp.MustCompile(`\b0(?: =|:) ([^;)]+)\)`)
 
 // dropTo switches every thread of this process to cred (Linux: Go applies
 // setuid(2) and friends to all threads).

@@ -23,20 +23,14 @@ import (
 )
 
 // refused are gunicorn's and uvicorn's flags turnstile has no use for,
-// each with the one line that says what it does instead. The flags are
-// hidden; giving one exits 2.
-var refused = map[string]string{
-	"preload":        "not needed: each worker is its own process that imports the app itself (re-executed, its own CPython, no fork after import), so there is nothing to share copy-on-write; an idle hello worker is 27 MiB RSS, 18 MiB of it file pages (binary, libpython, stdlib) the workers already share",
-	"daemon":         "not supported: turnstile stays in the foreground; run it under systemd (Type=notify, see the README, \"Deployment\"), a container or supervisord",
-	"worker-class":   "not needed: turnstile tells WSGI from ASGI itself (--interface), runs WSGI views on --blocking-threads Python threads and an ASGI app on one event loop per worker (--loop uvloop, as uvicorn's workers); there are no gevent or eventlet workers",
-	"access-logfile": "not supported: use --access-log; access records go to stderr with the other records (one stream, not gunicorn's stdout) for journald or the container to collect",
-	"error-logfile":  "turnstile logs to stderr only (gunicorn's default, \"-\"): redirect it, or let journald or the container collect it",
-	"log-file":       "turnstile logs to stderr only (gunicorn's default, \"-\"): redirect it, or let journald or the container collect it",
-}
+// each with the one line that says what it does instead (the settings
+// table, internal/config). The flags are hidden; giving one exits 2.
+var refused = config.RefusedLines()
 
 // refuse returns the line for the first refused flag given (in name
 // order); --error-logfile - and --log-file - (stderr) are what turnstile
-// does anyway.
+// does anyway, and --access-logfile - (gunicorn's "to stdout") turns the
+// access log on: its records go to stderr with the others.
 func refuse(fs *pflag.FlagSet) error {
 	names := make([]string, 0, len(refused))
 	for n := range refused {
@@ -51,6 +45,12 @@ func refuse(fs *pflag.FlagSet) error {
 		if (n == "error-logfile" || n == "log-file") && f.Value.String() == "-" {
 			continue
 		}
+		if n == "access-logfile" && f.Value.String() == "-" {
+			if !fs.Changed("access-log") {
+				fs.Set("access-log", "true")
+			}
+			continue
+		}
 		return fmt.Errorf("--%s: %s", n, refused[n])
 	}
 	return nil
@@ -60,6 +60,13 @@ func refuse(fs *pflag.FlagSet) error {
 // names a flag with a shorthand by its long name only, as the other
 // messages do ("-w, --workers" → "--workers").
 func flagError(cmd *cobra.Command, err error) error {
+	// pflag's `invalid argument "abc" for "-w, --workers" flag:
+	// strconv.ParseInt: ...` becomes `--workers "abc": want an integer`.
+	if m := invalidArgument.FindStringSubmatch(err.Error()); m != nil {
+		if f := cmd.Flags().Lookup(m[2]); f != nil {
+			return fmt.Errorf("--%s %s: %v", m[2], strconv.Quote(m[1]), cliconf.Explain(f, errors.New(m[3])))
+		}
+	}
 	got, ok := strings.CutPrefix(err.Error(), "unknown flag: --")
 	if !ok {
 		if m := shorthandName.ReplaceAllString(err.Error(), `"$1"`); m != err.Error() {
@@ -69,7 +76,7 @@ func flagError(cmd *cobra.Command, err error) error {
 	}
 	var names []string
 	cmd.Flags().VisitAll(func(f *pflag.Flag) {
-		if !f.Hidden || refused[f.Name] != "" {
+		if !f.Hidden { // never a refused flag (issue 28: --access-logformat)
 			names = append(names, f.Name)
 		}
 	})
@@ -81,10 +88,12 @@ func flagError(cmd *cobra.Command, err error) error {
 
 var shorthandName = regexp.MustCompile(`"-[a-zA-Z], (--[a-z0-9-]+)"`)
 
+var invalidArgument = regexp.MustCompile(`^invalid argument "(.*)" for "(?:-[a-zA-Z], )?--([a-z0-9-]+)" flag: (.*)$`)
+
 // applyBind turns gunicorn's --bind into --host/--port or --uds. One
 // address only: the workers share one listening socket.
-func applyBind(fs *pflag.FlagSet, res *cliconf.Result, cfg *config.Config) error {
-	binds, _ := fs.GetStringArray("bind")
+func applyBind(res *cliconf.Result, cfg *config.Config) error {
+	binds := cfg.Bind
 	label := res.Label("bind")
 	switch len(binds) {
 	case 0:

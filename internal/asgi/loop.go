@@ -10,7 +10,6 @@ import "C"
 
 import (
 	"errors"
-	"os"
 	"strings"
 	"time"
 	"unsafe"
@@ -34,6 +33,9 @@ type LoopConfig struct {
 	// WriteBufferBytes is how many response bytes may wait for the socket
 	// before the app's send() awaits. Default 256 KiB.
 	WriteBufferBytes int
+	// Batch runs the loop thread under SCHED_BATCH (config.Switches:
+	// on but for an A/B run with TURNSTILE_LOOP_BATCH=0).
+	Batch bool
 }
 
 type startResult struct {
@@ -60,17 +62,17 @@ var ErrStartupFailed = errors.New("asgi: lifespan startup failed")
 // ("asyncio" or "uvloop"), or with an error wrapping ErrStartupFailed and
 // the app's message. Call after python.Start loaded an ASGI app.
 //
-// The loop thread runs under SCHED_BATCH (no wake-up preemption of the Go
-// thread that pushes it a request; docs/design.md) unless the environment
-// has TURNSTILE_LOOP_BATCH=0. The executor's threads and any thread the
-// app starts from the loop inherit SCHED_BATCH.
+// Under cfg.Batch the loop thread runs under SCHED_BATCH (no wake-up
+// preemption of the Go thread that pushes it a request; docs/design.md).
+// The executor's threads and any thread the app starts from the loop
+// inherit SCHED_BATCH.
 func StartLoop(cfg LoopConfig) (string, error) {
 	c := C.ts_loop_config{
 		lifespan:         C.CString(cfg.Lifespan),
 		loop:             C.CString(cfg.Loop),
 		executor_threads: C.int(cfg.ExecutorThreads),
 		write_buffer:     C.size_t(cfg.WriteBufferBytes),
-		batch:            boolInt(os.Getenv("TURNSTILE_LOOP_BATCH") != "0"),
+		batch:            boolInt(cfg.Batch),
 	}
 	if rc, err := C.ts_loop_start(&c); rc != 0 {
 		return "", err

@@ -9,8 +9,9 @@
 //	--forwarded-allow-ips  TURNSTILE_FORWARDED_ALLOW_IPS  forwarded-allow-ips = "10.0.0.0/8"
 //
 // A repeatable flag (a pflag SliceValue: --static, --reload-include) takes
-// a TOML array, and in the environment a comma-separated list with CSV
-// quoting ("a,b",c is two values: a,b and c), as pflag's string slices do.
+// a TOML array or one TOML value, and in the environment a comma-separated
+// list with CSV quoting ("a,b",c is two values: a,b and c), as pflag's
+// string slices do.
 //
 // Unknown keys in the file and unknown TURNSTILE_* variables are errors
 // with a "did you mean". A flag whose usage starts with "alias of --X"
@@ -576,15 +577,25 @@ func apply(fs *pflag.FlagSet, name string, vals []string, list bool) error {
 	return nil
 }
 
-// explain turns a flag value's parse error into what it wants.
+// Explain turns a flag value's parse error (strconv's, time's) into
+// what the flag wants: "want an integer", "want true or false"; another
+// error is returned as it is.
+func Explain(f *pflag.Flag, err error) error { return explain(f, err) }
+
+// explain is Explain.
 func explain(f *pflag.Flag, err error) error {
 	if err == nil {
 		return errors.New("invalid value")
 	}
 	var ne *strconv.NumError
 	if errors.As(err, &ne) || strings.Contains(err.Error(), "strconv.") || strings.Contains(err.Error(), "time: ") {
+		rng := errors.Is(err, strconv.ErrRange) || strings.Contains(err.Error(), "value out of range")
 		switch t := f.Value.Type(); {
-		case strings.HasPrefix(t, "int"), strings.HasPrefix(t, "uint"):
+		case strings.HasPrefix(t, "int") && rng, strings.HasPrefix(t, "uint") && rng:
+			return fmt.Errorf("want an integer, this one is out of range (%s)", t)
+		case strings.HasPrefix(t, "uint"):
+			return errors.New("want an integer, 0 or more")
+		case strings.HasPrefix(t, "int"):
 			return errors.New("want an integer")
 		case strings.HasPrefix(t, "float"):
 			return errors.New("want a number")
@@ -597,7 +608,8 @@ func explain(f *pflag.Flag, err error) error {
 	return err
 }
 
-// tomlValues turns a TOML value into flag strings.
+// tomlValues turns a TOML value into flag strings: an array only for a
+// repeatable setting, a scalar for any.
 func tomlValues(v any, list bool) ([]string, error) {
 	if arr, ok := v.([]any); ok {
 		if !list {
@@ -617,9 +629,8 @@ func tomlValues(v any, list bool) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	if list {
-		return nil, fmt.Errorf("want an array, like [%s]", tomlQuote(v))
-	}
+	// A repeatable setting takes one value as well as an array of
+	// them: bind = "127.0.0.1:8000" is bind = ["127.0.0.1:8000"].
 	return []string{s}, nil
 }
 

@@ -96,7 +96,7 @@ func TestAlias(t *testing.T) {
 }
 
 func TestErrors(t *testing.T) {
-	p := file(t, "wrkers = 2\nhost = [\"a\"]\naccess-log = \"maybe\"\nstatic = \"/a=x\"\n")
+	p := file(t, "wrkers = 2\nhost = [\"a\"]\naccess-log = \"maybe\"\nworkers = \"abc\"\n")
 	fs, _ := flags(t, "--config", p)
 	_, err := Load(fs, Options{ConfigFlag: "config", Reserved: []string{"TURNSTILE_BIN"},
 		Environ: []string{"TURNSTILE_BIN=/x", "TURNSTILE_GRACEFUL_TIMEOUT=soon", "TURNSTILE_HOTS=x"}})
@@ -107,7 +107,7 @@ func TestErrors(t *testing.T) {
 		p + ": wrkers: unknown setting (did you mean workers?)",
 		p + ": host: want one value, not an array",
 		p + `: access-log = "maybe": want true or false`,
-		p + `: static: want an array, like ["/a=x"]`,
+		p + `: workers = "abc": want an integer`,
 		`TURNSTILE_GRACEFUL_TIMEOUT="soon": want a duration like 30s or 1m30s`,
 		"TURNSTILE_HOTS: unknown variable (did you mean TURNSTILE_HOST?)",
 	} {
@@ -117,6 +117,16 @@ func TestErrors(t *testing.T) {
 	}
 	if strings.Contains(err.Error(), "TURNSTILE_BIN") {
 		t.Errorf("a reserved variable is reported:\n%v", err)
+	}
+}
+
+// A repeatable setting takes one TOML value as well as an array (issue
+// 28: bind = "127.0.0.1:8000").
+func TestListScalar(t *testing.T) {
+	p := file(t, "static = \"/a=x\"\n")
+	fs, v := flags(t, "--config", p)
+	if _, err := Load(fs, Options{ConfigFlag: "config"}); err != nil || len(v.static) != 1 || v.static[0] != "/a=x" {
+		t.Fatalf("static = \"/a=x\": %v, %q", err, v.static)
 	}
 }
 

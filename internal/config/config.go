@@ -1,6 +1,10 @@
-// Package config holds turnstile's one Config struct: every setting with its
-// unit, default and meaning, and Validate. The zero value of each field
-// means its default (see Defaults); cmd/turnstile fills it from flags.
+// Package config holds turnstile's settings: the table that defines each
+// one once (Settings, settings.go: name, kind, default, doc, aliases), the
+// Config struct their values go to, the environment's A/B switches
+// (switches.go), and Validate. Register binds the table's flags to a
+// Config at their defaults; Defaults returns one. A field comment below
+// says what the value means and what its 0 means; the default it quotes
+// is the table's.
 package config
 
 import (
@@ -12,45 +16,36 @@ import (
 	"strings"
 	"time"
 
+	"turnstile/internal/proxy"
 	"turnstile/internal/static"
 	"turnstile/internal/tlsconf"
 )
 
-// Defaults. Limits follow gunicorn's where gunicorn has one.
+// Defaults that other packages need as well; every setting's default is
+// in the table (settings.go), which uses these.
 const (
-	DefaultHost                  = "127.0.0.1"
-	DefaultPort                  = 8000
-	DefaultBacklog               = 2048
-	DefaultBlockingThreads       = 4
-	DefaultExecutorThreads       = 8
-	DefaultLoopStallThreshold    = 100 * time.Millisecond
-	DefaultSlowRequestThreshold  = 10 * time.Second
-	DefaultQueueSize             = 1024
-	DefaultQueueTimeout          = 30 * time.Second
-	DefaultAdminBind             = "127.0.0.1:9191"
-	DefaultGracefulTimeout       = 30 * time.Second
-	DefaultTimeoutKeepAliveDrain = time.Second
-	DefaultLimitRequestLine      = 8190
-	DefaultLimitRequestFields    = 100
-	DefaultLimitRequestFieldSize = 8190
-	DefaultTimeoutRequestHeader  = 10 * time.Second
-	DefaultTimeoutKeepAlive      = 5 * time.Second
-	DefaultTimeoutBody           = 30 * time.Second
-	DefaultTimeoutWrite          = 30 * time.Second
-	DefaultStartupTimeout        = 120 * time.Second
-	DefaultWSMaxSizeBytes        = 16 << 20 // uvicorn's --ws-max-size
-	DefaultRequestBufferBytes    = 64 << 10 // the read-ahead it replaces; nginx's client_body_buffer_size is 16 KiB
-	DefaultRequestBufferDisk     = 1 << 30
-	MaxRequestBufferBytes        = 64 << 20 // per request, in memory: more is spooled to disk
-	DefaultWSMaxQueue            = 32
-	DefaultWSPingInterval        = 20 * time.Second
-	DefaultWSPingTimeout         = 20 * time.Second
+	DefaultHost            = "127.0.0.1"
+	DefaultPort            = 8000
+	DefaultAdminBind       = "127.0.0.1:9191"
+	DefaultBlockingThreads = 4
+	MaxRequestBufferBytes  = 64 << 20 // per request, in memory: more is spooled to disk
 )
 
 // Config is the whole configuration of a turnstile worker.
 type Config struct {
 	// App is MODULE:ATTR, the WSGI or ASGI callable. Required.
 	App string `json:"app"`
+	// ConfigFile is --config, the TOML file internal/cliconf read (its
+	// keys are flag names). Chdir is the directory the master changes to
+	// first, EnvFile the dotenv file it reads (cmd/turnstile). Bind is
+	// gunicorn's --bind, turned into Host and Port or UDS.
+	ConfigFile string   `json:"config,omitempty"`
+	Chdir      string   `json:"chdir,omitempty"`
+	EnvFile    string   `json:"env_file,omitempty"`
+	Bind       []string `json:"bind,omitempty"`
+	// Switches are the environment's A/B switches (switches.go), read
+	// by cmd/turnstile with the settings.
+	Switches Switches `json:"-"`
 	// Factory: ATTR is a factory to call (with no arguments) for the app.
 	Factory bool `json:"factory,omitempty"`
 	// Interface is auto, wsgi or asgi. Default: auto (a coroutine function
@@ -78,6 +73,8 @@ type Config struct {
 	// from ForwardedAllowIPs peers (and refuses one from other peers).
 	// Default off.
 	ProxyProtocol bool `json:"proxy_protocol,omitempty"`
+	// TrustedProxies is ForwardedAllowIPs parsed, set by Validate.
+	TrustedProxies *proxy.AllowList `json:"-"`
 
 	// Host and Port: the TCP address to serve. Default 127.0.0.1:8000.
 	// Port 0 picks a free port (logged at start-up).
@@ -96,7 +93,7 @@ type Config struct {
 	// Default 1024.
 	QueueSize int `json:"queue_size,omitempty"`
 	// QueueTimeout is how long a request may wait for a Python thread
-	// before it is answered 503. Default 30s; negative means no limit.
+	// before it is answered 503. Default 30s; 0 or negative: no limit.
 	QueueTimeout time.Duration `json:"queue_timeout,omitempty"`
 	// SwitchInterval is sys.setswitchinterval, in seconds: how long a
 	// thread running Python bytecode keeps the GIL while another waits.
@@ -121,11 +118,11 @@ type Config struct {
 	// Default 32.
 	WSMaxQueue int `json:"ws_max_queue,omitempty"`
 	// WSPingInterval: the server pings each WebSocket client this often.
-	// Default 20s (DefaultWSPingInterval, the flag's default); zero: no
+	// Default 20s (the table's); zero: no
 	// pings.
 	WSPingInterval time.Duration `json:"ws_ping_interval,omitempty"`
 	// WSPingTimeout: a ping with no pong within it closes the WebSocket
-	// with 1011. Default 20s (DefaultWSPingTimeout, the flag's default);
+	// with 1011. Default 20s (the table's);
 	// zero: pings are not timed.
 	WSPingTimeout time.Duration `json:"ws_ping_timeout,omitempty"`
 	// WSPerMessageDeflate negotiates permessage-deflate compression
@@ -134,12 +131,12 @@ type Config struct {
 	WSPerMessageDeflate bool `json:"ws_per_message_deflate,omitempty"`
 	// LoopStallThreshold: an event loop that has not turned for this long
 	// is stalled; the watchdog samples its stack and logs it. Default
-	// 100ms (DefaultLoopStallThreshold, the flag's default); zero disables,
+	// 100ms (the table's); zero disables,
 	// as uvicorn users expect of a threshold.
 	LoopStallThreshold time.Duration `json:"loop_stall_threshold,omitempty"`
 	// SlowRequestThreshold: a WSGI request running this long has its
 	// Python stack logged, and again at each doubling. Default 10s
-	// (DefaultSlowRequestThreshold, the flag's default); zero disables.
+	// (the table's); zero disables.
 	SlowRequestThreshold time.Duration `json:"slow_request_threshold,omitempty"`
 	// Workers is the number of worker processes the master runs, each
 	// with its own CPython (gunicorn's --workers). Default 1: a master and
@@ -149,7 +146,7 @@ type Config struct {
 	// "ready" (app imported, serving). A worker past it at first start
 	// stops the server; a replacement past it is killed and the running
 	// worker kept. A slow import is not a stall: keep it generous.
-	// Default 120s.
+	// Default 120s; 0: no limit.
 	StartupTimeout time.Duration `json:"startup_timeout,omitempty"`
 	// Timeout bounds how long a worker may be stuck: a WSGI request a
 	// pool thread has been running (not counting its time queued), or
@@ -210,18 +207,23 @@ type Config struct {
 	// StaticIndex serves index.html for a static URL ending in "/".
 	// Default off (no directory listing either way).
 	StaticIndex bool `json:"static_index,omitempty"`
+	// StaticMounts and StaticSymlinkPolicy are Static and StaticSymlinks
+	// parsed, set by Validate.
+	StaticMounts        []static.Mount  `json:"-"`
+	StaticSymlinkPolicy static.Symlinks `json:"-"`
 
 	// AdminBind is host:port of the admin listener (/livez, /readyz,
 	// /metrics), or "off". Default 127.0.0.1:9191.
 	AdminBind string `json:"admin_bind,omitempty"`
 	// GracefulTimeout is how long in-flight requests may run after
-	// SIGTERM/SIGINT before the worker exits anyway. Default 30s.
+	// SIGTERM/SIGINT before the worker exits anyway. Default 30s; 0:
+	// none, the worker stops at once.
 	GracefulTimeout time.Duration `json:"graceful_timeout,omitempty"`
 	// TimeoutKeepAliveDrain is how long a stopping worker leaves an idle
 	// kept-alive connection open (a lame-duck window, within
 	// GracefulTimeout): a request arriving on it meanwhile is served with
 	// "Connection: close" (RFC 9112 §9.6); then it is closed. 1s
-	// (DefaultTimeoutKeepAliveDrain, the flag's default); zero closes idle
+	// (the table's); zero closes idle
 	// connections at once.
 	TimeoutKeepAliveDrain time.Duration `json:"timeout_keep_alive_drain,omitempty"`
 
@@ -261,7 +263,8 @@ type Config struct {
 	// TimeoutRequestHeader runs from accept (or the end of the previous
 	// response) to the end of the header section (408). Default 10s.
 	TimeoutRequestHeader time.Duration `json:"timeout_request_header,omitempty"`
-	// TimeoutKeepAlive is the idle time allowed between requests.
+	// TimeoutKeepAlive is the idle time allowed between requests; more
+	// than 0 (Validate).
 	// Default 5s.
 	TimeoutKeepAlive time.Duration `json:"timeout_keep_alive,omitempty"`
 	// TimeoutBody is the longest gap between two reads of a request
@@ -335,17 +338,6 @@ type Config struct {
 	HTTP2KeepAliveTimeout            time.Duration `json:"http2_keep_alive_timeout,omitempty"`
 }
 
-// HTTP/2 defaults (Granian's, but MaxHeadersSize, which follows the
-// HTTP/1 header limit).
-const (
-	DefaultHTTP2MaxConcurrentStreams        = 200
-	DefaultHTTP2InitialConnectionWindowSize = 1 << 20
-	DefaultHTTP2InitialStreamWindowSize     = 1 << 20
-	DefaultHTTP2MaxFrameSize                = 16384
-	DefaultHTTP2MaxHeadersSize              = 64 << 10
-	DefaultHTTP2KeepAliveTimeout            = 20 * time.Second
-)
-
 // TLS returns the TLS settings (NextProtos by HTTP).
 func (c *Config) TLS() tlsconf.Config {
 	protos := []string{"h2", "http/1.1"}
@@ -393,82 +385,29 @@ func (c *Config) validateHTTP(bad func(string, ...any)) {
 	}
 }
 
-// ApplyDefaults fills every zero field with its default.
+// ApplyDefaults normalises what the flags, the environment and the file
+// gave: a string setting given as "" takes its default from the table
+// (--host "" is 127.0.0.1, not every interface), LogLevel is lower-cased
+// (gunicorn's DEBUG), and ForwardedAllowIPs "" is DefaultForwardedAllowIPs.
+// A number or a duration is never replaced: its 0 means what its usage
+// says, or Validate refuses it.
 func (c *Config) ApplyDefaults() {
-	set := func(p *int, v int) {
-		if *p == 0 {
-			*p = v
+	for i := range Settings {
+		s := &Settings[i]
+		if s.Kind != String || s.Default == "" || s.Field == nil {
+			continue
 		}
-	}
-	setD := func(p *time.Duration, v time.Duration) {
-		if *p == 0 {
-			*p = v
+		if p := s.Field(c).(*string); *p == "" {
+			*p = s.Default
 		}
-	}
-	if c.Interface == "" {
-		c.Interface = "auto"
-	}
-	if c.Host == "" {
-		c.Host = DefaultHost
-	}
-	if c.Lifespan == "" {
-		c.Lifespan = "auto"
-	}
-	if c.Loop == "" {
-		c.Loop = "auto"
-	}
-	set(&c.ExecutorThreads, DefaultExecutorThreads)
-	set(&c.WSMaxQueue, DefaultWSMaxQueue)
-	if c.WSMaxSizeBytes == 0 {
-		c.WSMaxSizeBytes = DefaultWSMaxSizeBytes
-	}
-	set(&c.Backlog, DefaultBacklog)
-	set(&c.BlockingThreads, DefaultBlockingThreads)
-	set(&c.QueueSize, DefaultQueueSize)
-	set(&c.Workers, 1)
-	set(&c.LimitRequestLine, DefaultLimitRequestLine)
-	set(&c.LimitRequestFields, DefaultLimitRequestFields)
-	set(&c.LimitRequestFieldSize, DefaultLimitRequestFieldSize)
-	setD(&c.QueueTimeout, DefaultQueueTimeout)
-	setD(&c.GracefulTimeout, DefaultGracefulTimeout)
-	setD(&c.TimeoutRequestHeader, DefaultTimeoutRequestHeader)
-	setD(&c.TimeoutKeepAlive, DefaultTimeoutKeepAlive)
-	setD(&c.TimeoutBody, DefaultTimeoutBody)
-	setD(&c.TimeoutWrite, DefaultTimeoutWrite)
-	if c.HTTP == "" {
-		c.HTTP = "auto"
-	}
-	if c.HTTP2MaxConcurrentStreams == 0 {
-		c.HTTP2MaxConcurrentStreams = DefaultHTTP2MaxConcurrentStreams
-	}
-	if c.HTTP2InitialConnectionWindowSize == 0 {
-		c.HTTP2InitialConnectionWindowSize = DefaultHTTP2InitialConnectionWindowSize
-	}
-	if c.HTTP2InitialStreamWindowSize == 0 {
-		c.HTTP2InitialStreamWindowSize = DefaultHTTP2InitialStreamWindowSize
-	}
-	if c.HTTP2MaxFrameSize == 0 {
-		c.HTTP2MaxFrameSize = DefaultHTTP2MaxFrameSize
-	}
-	if c.HTTP2MaxHeadersSize == 0 {
-		c.HTTP2MaxHeadersSize = DefaultHTTP2MaxHeadersSize
-	}
-	setD(&c.HTTP2KeepAliveTimeout, DefaultHTTP2KeepAliveTimeout)
-	setD(&c.StartupTimeout, DefaultStartupTimeout)
-	if c.AdminBind == "" {
-		c.AdminBind = DefaultAdminBind
-	}
-	if c.LogLevel == "" {
-		c.LogLevel = "info"
 	}
 	c.LogLevel = strings.ToLower(c.LogLevel) // gunicorn and uvicorn take DEBUG, WARNING
 	c.applyProxyDefaults()
-	if c.LogFormat == "" {
-		c.LogFormat = "text"
-	}
 }
 
-// Validate reports every invalid field at once, after ApplyDefaults.
+// Validate reports every invalid field at once, after ApplyDefaults, and
+// keeps the parsed form of the values it parses (StaticMounts,
+// StaticSymlinkPolicy, TrustedProxies), so that nothing parses them again.
 func (c *Config) Validate() error {
 	var errs []error
 	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
@@ -522,6 +461,26 @@ func (c *Config) Validate() error {
 	if c.Workers < 1 {
 		bad("--workers %d: want at least 1", c.Workers)
 	}
+	for _, n := range []struct {
+		name string
+		v    int64
+	}{{"backlog", int64(c.Backlog)}, {"limit-request-line", int64(c.LimitRequestLine)}, {"limit-request-fields", int64(c.LimitRequestFields)},
+		{"limit-request-field-size", int64(c.LimitRequestFieldSize)}, {"http2-max-concurrent-streams", int64(c.HTTP2MaxConcurrentStreams)}} {
+		if n.v < 1 {
+			bad("--%s %d: want at least 1", n.name, n.v)
+		}
+	}
+	// A timer that bounds what a client holds (a connection, a read, a
+	// write) has no off: 0 is refused rather than taken as the default.
+	for _, d := range []struct {
+		name string
+		v    time.Duration
+	}{{"timeout-request-header", c.TimeoutRequestHeader}, {"timeout-keep-alive", c.TimeoutKeepAlive},
+		{"timeout-body", c.TimeoutBody}, {"timeout-write", c.TimeoutWrite}, {"http2-keep-alive-timeout", c.HTTP2KeepAliveTimeout}} {
+		if d.v == 0 {
+			bad("--%s 0: want more than 0 (it has no off: a client could hold a connection for ever)", d.name)
+		}
+	}
 	for _, d := range []struct {
 		name string
 		v    time.Duration
@@ -570,6 +529,7 @@ func (c *Config) Validate() error {
 		bad("--log-format %q: want text or json", c.LogFormat)
 	}
 	mounted := map[string]string{} // URL prefix → the --static that mounts it
+	c.StaticMounts = nil
 	for _, m := range c.Static {
 		mt, err := static.ParseMount(m)
 		if err != nil {
@@ -581,9 +541,12 @@ func (c *Config) Validate() error {
 			continue
 		}
 		mounted[mt.Prefix] = m
+		c.StaticMounts = append(c.StaticMounts, mt)
 	}
-	if _, err := static.ParseSymlinks(c.StaticSymlinks); err != nil {
+	if pol, err := static.ParseSymlinks(c.StaticSymlinks); err != nil {
 		bad("--static-symlinks %q: want follow, owner or nofollow", c.StaticSymlinks)
+	} else {
+		c.StaticSymlinkPolicy = pol
 	}
 	if strings.ContainsAny(c.StaticCacheControl, "\r\n\x00") {
 		bad("--static-cache-control: must be one line")
@@ -594,8 +557,7 @@ func (c *Config) Validate() error {
 	for _, n := range []struct {
 		name string
 		v    int64
-	}{{"limit-request-line", int64(c.LimitRequestLine)}, {"limit-request-fields", int64(c.LimitRequestFields)},
-		{"limit-request-field-size", int64(c.LimitRequestFieldSize)}, {"limit-request-body", c.LimitRequestBody},
+	}{{"limit-request-body", c.LimitRequestBody},
 		{"limit-concurrency", int64(c.LimitConcurrency)}, {"request-buffer", c.RequestBufferBytes},
 		{"request-buffer-disk", c.RequestBufferDiskBytes}} {
 		if n.v < 0 {

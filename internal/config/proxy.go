@@ -27,17 +27,12 @@ func (c *Config) applyProxyDefaults() {
 	}
 }
 
-// AllowList parses ForwardedAllowIPs (checked by Validate).
-func (c *Config) AllowList() *proxy.AllowList {
+// validateProxy parses ForwardedAllowIPs into TrustedProxies.
+func (c *Config) validateProxy(bad func(string, ...any)) {
 	a, err := proxy.ParseAllowList(c.ForwardedAllowIPs)
 	if err != nil {
-		return &proxy.AllowList{}
-	}
-	return a
-}
-
-func (c *Config) validateProxy(bad func(string, ...any)) {
-	if _, err := proxy.ParseAllowList(c.ForwardedAllowIPs); err != nil {
 		bad("--forwarded-allow-ips: %v", err)
+		return
 	}
+	c.TrustedProxies = a
 }

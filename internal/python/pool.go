@@ -7,7 +7,6 @@ import "C"
 
 import (
 	"fmt"
-	"os"
 	"time"
 )
 
@@ -17,17 +16,17 @@ import (
 const DefaultStackBytes = 16 << 20
 
 // StartPool starts n Python threads (ts-py-0 ...) waiting on a C-side job
-// queue bounded at queueSize jobs. Call after Start. The barrier of the
-// turnstile is on unless the environment has TURNSTILE_POOL_TURN=0; the
-// pool threads run under SCHED_BATCH (no wake-up preemption of the Go
-// thread that submits their jobs; docs/design.md) unless it has
-// TURNSTILE_POOL_BATCH=0. Threads and processes the app starts from a pool
-// thread inherit SCHED_BATCH.
-func StartPool(n, queueSize int) error {
-	if os.Getenv("TURNSTILE_POOL_TURN") == "0" {
+// queue bounded at queueSize jobs. Call after Start. turn turns the
+// barrier of the turnstile on; batch runs the pool threads under
+// SCHED_BATCH (no wake-up preemption of the Go thread that submits their
+// jobs; docs/design.md). Both are on but for an A/B run
+// (config.Switches: TURNSTILE_POOL_TURN, TURNSTILE_POOL_BATCH). Threads and
+// processes the app starts from a pool thread inherit SCHED_BATCH.
+func StartPool(n, queueSize int, turn, batch bool) error {
+	if !turn {
 		C.ts_turn_enabled = 0
 	}
-	if os.Getenv("TURNSTILE_POOL_BATCH") == "0" {
+	if !batch {
 		C.ts_pool_batch = 0
 	}
 	if rc, err := C.ts_pool_start(C.int(n), C.int(queueSize), C.size_t(DefaultStackBytes)); rc != 0 {

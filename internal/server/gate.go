@@ -68,10 +68,9 @@ import (
 // connection stays on the worker that accepted it, and the first worker
 // to wake took a whole burst (32 of 32 connections opened as wrk opens
 // them).
-func gateModeFor(workers int) string {
-	switch m := os.Getenv("TURNSTILE_GATE"); m {
-	case "busy", "queue", "off":
-		return m
+func gateModeFor(mode string, workers int) string {
+	if mode != "" {
+		return mode // TURNSTILE_GATE (config.Switches)
 	}
 	if workers > 1 {
 		return "busy"

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"os"
 	"sort"
 	"strings"
 	"sync/atomic"
@@ -66,7 +65,7 @@ var errStartup = errors.New("server: the app failed to start")
 // deadline.
 func startInterface(kind string, cfg *config.Config, log *slog.Logger, m *metrics) (http1.Handler, func(deadline time.Time), error) {
 	access := cfg.AccessLog
-	if os.Getenv("TURNSTILE_SYSMON_BATCH") != "0" {
+	if cfg.Switches.SysmonBatch {
 		// docs/design.md, "sysmon and the loop thread run under SCHED_BATCH"
 		if tid, err := sysmon.Batch(time.Second); err != nil {
 			log.Debug("sysmon stays SCHED_OTHER", "err", err)
@@ -76,7 +75,7 @@ func startInterface(kind string, cfg *config.Config, log *slog.Logger, m *metric
 	}
 	switch kind {
 	case "wsgi":
-		if err := python.StartPool(cfg.BlockingThreads, cfg.QueueSize); err != nil {
+		if err := python.StartPool(cfg.BlockingThreads, cfg.QueueSize, cfg.Switches.PoolTurn, cfg.Switches.PoolBatch); err != nil {
 			return nil, nil, err
 		}
 		h := &wsgi.Handler{ScriptName: cfg.RootPath, Logger: log, BufferBytes: cfg.RequestBufferBytes,
@@ -112,7 +111,7 @@ func startInterface(kind string, cfg *config.Config, log *slog.Logger, m *metric
 		return h, stop, nil
 	case "asgi":
 		loopName, err := asgi.StartLoop(asgi.LoopConfig{
-			Lifespan: cfg.Lifespan, Loop: cfg.Loop, ExecutorThreads: cfg.ExecutorThreads,
+			Lifespan: cfg.Lifespan, Loop: cfg.Loop, ExecutorThreads: cfg.ExecutorThreads, Batch: cfg.Switches.LoopBatch,
 		})
 		if err != nil {
 			var se *asgi.StartupError

@@ -92,7 +92,7 @@ func listener(cfg *config.Config) (net.Listener, error) {
 	if err != nil {
 		return nil, err
 	}
-	return newGate(ln, gateModeFor(cfg.Workers), cfg.QueueTimeout), nil
+	return newGate(ln, gateModeFor(cfg.Switches.Gate, cfg.Workers), cfg.QueueTimeout), nil
 }
 
 // ownsUDS reports whether this process removes cfg.UDS at exit: the

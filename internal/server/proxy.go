@@ -18,8 +18,8 @@ func proxyListener(ln net.Listener, cfg *config.Config, log *slog.Logger) net.Li
 	if !cfg.ProxyProtocol {
 		return ln
 	}
-	log.Info("PROXY protocol required from trusted peers", "forwarded_allow_ips", cfg.AllowList().String())
-	return &proxy.Listener{Listener: ln, Trusted: cfg.AllowList(), HeaderTimeout: cfg.TimeoutRequestHeader, Logger: log}
+	log.Info("PROXY protocol required from trusted peers", "forwarded_allow_ips", cfg.TrustedProxies.String())
+	return &proxy.Listener{Listener: ln, Trusted: cfg.TrustedProxies, HeaderTimeout: cfg.TimeoutRequestHeader, Logger: log}
 }
 
 // proxyHeaders wraps h in the forwarding-header handler when
@@ -29,5 +29,5 @@ func proxyHeaders(h http1.Handler, cfg *config.Config) http1.Handler {
 	if !cfg.ProxyHeaders {
 		return h
 	}
-	return &proxy.Headers{Next: h, Trusted: cfg.AllowList()}
+	return &proxy.Headers{Next: h, Trusted: cfg.TrustedProxies}
 }

@@ -114,8 +114,8 @@ func Run(cfg *config.Config, log *slog.Logger) int {
 	}
 	wsgiHandler, _ := h.(*wsgi.Handler) // nil for ASGI
 	// Static mounts answer in Go before the app (internal/static).
-	if h, err = static.New(static.Config{Mounts: cfg.Static, CacheControl: cfg.StaticCacheControl,
-		Symlinks: cfg.StaticSymlinks, Fallthrough: cfg.StaticFallthrough, Index: cfg.StaticIndex, Logger: log,
+	if h, err = static.New(static.Config{Mounts: cfg.StaticMounts, CacheControl: cfg.StaticCacheControl,
+		Symlinks: cfg.StaticSymlinkPolicy, Fallthrough: cfg.StaticFallthrough, Index: cfg.StaticIndex, Logger: log,
 		Access: staticAccess(cfg, log)}, h); err != nil {
 		log.Error(err.Error())
 		return ExitFailed
@@ -155,7 +155,7 @@ func Run(cfg *config.Config, log *slog.Logger) int {
 	if worker != nil {
 		worker.ctl.onRecycle(srv.Drain)
 	}
-	if g := theGate.Load(); g != nil && kind == "wsgi" && cfg.Workers > 1 && os.Getenv("TURNSTILE_GATE_DEFER") != "0" {
+	if g := theGate.Load(); g != nil && kind == "wsgi" && cfg.Workers > 1 && cfg.Switches.GateDefer {
 		g.setShare(cfg.BlockingThreads, func() int { return srv.InFlight() + srv.FreshConns() }) // spread bursts over the workers (gate.go)
 	}
 	sigs := make(chan os.Signal, 2)

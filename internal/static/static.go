@@ -61,14 +61,14 @@ const smallFile = 64 << 10
 
 // Config configures New. The zero value serves nothing.
 type Config struct {
-	// Mounts are "URL_PREFIX=DIR" values, e.g. "/static=./staticfiles".
-	// DIR is made absolute at start and must be a directory.
-	Mounts []string
+	// Mounts are the --static values, parsed by ParseMount (once, by
+	// config.Validate), with distinct prefixes.
+	Mounts []Mount
 	// CacheControl is sent as Cache-Control on 200, 206 and 304 responses
 	// (e.g. "public, max-age=3600"). Default "": none.
 	CacheControl string
-	// Symlinks is follow, owner or nofollow (see Symlinks). Default follow.
-	Symlinks string
+	// Symlinks is the symlink policy (ParseSymlinks). Default follow.
+	Symlinks Symlinks
 	// Fallthrough sends a miss (no such file, a directory) to the app
 	// instead of answering 404. Refused paths (400, 403) never fall
 	// through. Default off.
@@ -138,30 +138,23 @@ type Handler struct {
 }
 
 // New returns next wrapped in a static Handler, or next itself when
-// cfg.Mounts is empty. Errors wrap ErrMount or are ErrSymlinks.
+// cfg.Mounts is empty. Errors: a two-line CacheControl, a prefix mounted
+// twice (wrapping ErrMount).
 func New(cfg Config, next http1.Handler) (http1.Handler, error) {
 	if len(cfg.Mounts) == 0 {
 		return next, nil
 	}
-	pol, err := ParseSymlinks(cfg.Symlinks)
-	if err != nil {
-		return nil, err
-	}
 	if strings.ContainsAny(cfg.CacheControl, "\r\n\x00") {
 		return nil, fmt.Errorf("static: --static-cache-control must be one line")
 	}
-	h := &Handler{next: next, cc: cfg.CacheControl, pol: pol, fall: cfg.Fallthrough, index: cfg.Index, log: cfg.Logger, access: cfg.Access}
+	h := &Handler{next: next, cc: cfg.CacheControl, pol: cfg.Symlinks, fall: cfg.Fallthrough, index: cfg.Index, log: cfg.Logger, access: cfg.Access}
 	if h.log == nil {
 		h.log = slog.Default()
 	}
-	for _, s := range cfg.Mounts {
-		m, err := ParseMount(s)
-		if err != nil {
-			return nil, err
-		}
+	for _, m := range cfg.Mounts {
 		for _, o := range h.mounts {
 			if o.Prefix == m.Prefix {
-				return nil, fmt.Errorf("%w: --static %q: URL prefix %s is already mounted", ErrMount, s, m.Prefix)
+				return nil, fmt.Errorf("%w: --static %s: URL prefix %s is already mounted", ErrMount, m.Dir, m.Prefix)
 			}
 		}
 		h.mounts = append(h.mounts, m)

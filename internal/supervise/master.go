@@ -213,6 +213,9 @@ func Run(cfg *config.Config, stderr io.Writer) int {
 			log.Error("turnstile: TLS: " + err.Error())
 			return ExitFailed
 		}
+		if t.CAUnused() {
+			log.Warn("--ssl-ca is given but client certificates are not requested until --ssl-client-verify optional or required", "ssl_ca", t.CAFile)
+		}
 	}
 	m := New(cfg, log, out)
 	sigs := make(chan os.Signal, 8)

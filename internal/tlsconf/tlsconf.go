@@ -78,9 +78,8 @@ func (c *Config) Check() error {
 	}
 	switch c.ClientVerify {
 	case "", VerifyNone:
-		if c.CAFile != "" {
-			return errors.New("--ssl-ca is given but --ssl-client-verify is none: say optional or required")
-		}
+		// uvicorn takes --ssl-ca-certs with --ssl-cert-reqs 0 (none):
+		// the bundle is read, no certificate asked for (CAUnused).
 	case VerifyOptional, VerifyRequired:
 		if c.CAFile == "" {
 			return fmt.Errorf("--ssl-client-verify %s needs --ssl-ca (the CAs that sign client certificates)", c.ClientVerify)
@@ -108,6 +107,12 @@ func (c *Config) Check() error {
 		}
 	}
 	return nil
+}
+
+// CAUnused reports whether CAFile is given but no client certificate
+// is asked for (ClientVerify none): the caller warns once.
+func (c *Config) CAUnused() bool {
+	return c.Enabled() && c.CAFile != "" && (c.ClientVerify == "" || c.ClientVerify == VerifyNone)
 }
 
 func minVersion(v string) (uint16, error) {
