@@ -7,6 +7,8 @@ package tests
 // not MODULE:ATTR. Through the real binary; helpers in config_test.go.
 
 import (
+	"fmt"
+	"io"
 	"net"
 	"os"
 	"os/exec"
@@ -173,6 +175,7 @@ func TestCompat_ZeroTimeouts(t *testing.T) {
 		{"--queue-timeout", "queue-timeout", "0s (no limit)"},
 		{"--startup-timeout", "startup-timeout", "0s (no limit)"},
 		{"--timeout-keep-alive-drain", "timeout-keep-alive-drain", "0s (close at once)"},
+		{"--keep-alive", "timeout-keep-alive", "0s (no keep-alive: each HTTP/1.1 response closes its connection)"},
 	} {
 		r, stderr, code := cfCheck(t, cfEnv(), c.flag, "0", "conf_app:app")
 		if code != 0 || r.get(t, c.setting).Value != "0s" {
@@ -183,7 +186,7 @@ func TestCompat_ZeroTimeouts(t *testing.T) {
 			t.Errorf("%s 0: check's text lacks %q:\n%s", c.flag, c.text, out)
 		}
 	}
-	for _, f := range []string{"--keep-alive", "--timeout-keep-alive", "--timeout-request-header", "--timeout-body", "--timeout-write", "--http2-keep-alive-timeout"} {
+	for _, f := range []string{"--timeout-request-header", "--timeout-body", "--timeout-write", "--http2-keep-alive-timeout"} {
 		compatExit(t, "turnstile: "+f+" 0: want more than 0 (it has no off: a client could hold a connection for ever)", f, "0")
 	}
 	compatExit(t, "turnstile: --limit-request-line 0: want at least 1", "--limit-request-line", "0")
@@ -191,6 +194,19 @@ func TestCompat_ZeroTimeouts(t *testing.T) {
 	s := Start(t, "--graceful-timeout", "0", "hello:app")
 	if code, _ := s.Get(t, "/"); code != 200 {
 		t.Fatalf("GET /: %d", code)
+	}
+	// gunicorn's --keep-alive 0: every response closes its connection.
+	ka := Start(t, "--keep-alive", "0", "hello:app")
+	conn, err := net.Dial("tcp", ka.Addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	conn.SetDeadline(time.Now().Add(5 * time.Second))
+	fmt.Fprintf(conn, "GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+	out, _ := io.ReadAll(conn) // EOF: the server closed after the response
+	if !strings.HasPrefix(string(out), "HTTP/1.1 200") || !strings.Contains(string(out), "Connection: close\r\n") {
+		t.Errorf("--keep-alive 0: %q; want 200 with Connection: close, then EOF", out)
 	}
 }
 

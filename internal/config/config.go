@@ -475,7 +475,7 @@ func (c *Config) Validate() error {
 	for _, d := range []struct {
 		name string
 		v    time.Duration
-	}{{"timeout-request-header", c.TimeoutRequestHeader}, {"timeout-keep-alive", c.TimeoutKeepAlive},
+	}{{"timeout-request-header", c.TimeoutRequestHeader},
 		{"timeout-body", c.TimeoutBody}, {"timeout-write", c.TimeoutWrite}, {"http2-keep-alive-timeout", c.HTTP2KeepAliveTimeout}} {
 		if d.v == 0 {
 			bad("--%s 0: want more than 0 (it has no off: a client could hold a connection for ever)", d.name)

@@ -162,7 +162,7 @@ var Settings = []Setting{
 	{Name: "limit-concurrency", Kind: Int, Default: "0", Usage: "most requests handled at once; more get 503 (0 = no limit)", README: "0 (none)", Field: func(c *Config) any { return ptr(&c.LimitConcurrency) }},
 	{Name: "timeout-request-header", Kind: Seconds, Default: http1.DefaultHeaderTimeout.String(), Usage: "time from accept to the end of the request head (408; seconds or a duration, more than 0)",
 		Field: func(c *Config) any { return ptr(&c.TimeoutRequestHeader) }},
-	{Name: "timeout-keep-alive", Kind: Seconds, Default: http1.DefaultKeepAliveTimeout.String(), Usage: "idle time allowed between requests (seconds or a duration, more than 0)",
+	{Name: "timeout-keep-alive", Kind: Seconds, Default: http1.DefaultKeepAliveTimeout.String(), Usage: "idle time allowed between requests (seconds or a duration; 0 = no keep-alive: each HTTP/1.1 response closes its connection)",
 		Aliases: []Alias{{Name: "keep-alive", Whose: "gunicorn's name; seconds"}}, Field: func(c *Config) any { return ptr(&c.TimeoutKeepAlive) }},
 	{Name: "timeout-keep-alive-drain", Kind: Seconds, Default: "1s", Usage: "when a worker stops, idle kept-alive connections stay open this long (within --graceful-timeout); a request on one is served with Connection: close (0 = close at once)",
 		Field: func(c *Config) any { return ptr(&c.TimeoutKeepAliveDrain) }},

@@ -110,6 +110,10 @@ type Server struct {
 	// request in progress); on expiry the connection is closed silently.
 	// Default: DefaultKeepAliveTimeout (5s).
 	KeepAliveTimeout time.Duration
+	// DisableKeepAlive closes the connection after each response, which
+	// says "Connection: close" (RFC 9112 §9.6), as gunicorn does under
+	// --keep-alive 0.
+	DisableKeepAlive bool
 	// BodyTimeout bounds the gap between successive socket reads of the
 	// request body (inactivity, not total time); on expiry Body.Read
 	// returns ErrBodyTimeout. Default: DefaultBodyTimeout (30s).
@@ -180,8 +184,9 @@ type Server struct {
 
 func (s *Server) shuttingDown() bool { return s.closing.Load() }
 
-// isDraining reports whether responses must announce the close.
-func (s *Server) isDraining() bool { return s.draining.Load() }
+// isDraining reports whether responses must announce the close: the
+// server drains, or keeps no connection alive.
+func (s *Server) isDraining() bool { return s.DisableKeepAlive || s.draining.Load() }
 
 // Drain begins a drain without stopping: from now on every response
 // whose head has not been written yet carries "Connection: close" (RFC

@@ -2,9 +2,11 @@ package server
 
 import (
 	"log/slog"
+	"time"
 
 	"turnstile/internal/config"
 	"turnstile/internal/h2"
+	"turnstile/internal/http1"
 )
 
 // newHTTP2 returns the HTTP/2 server for the --http2-* settings. Idle
@@ -19,7 +21,18 @@ func newHTTP2(cfg *config.Config, log *slog.Logger) *h2.Server {
 		MaxHeadersSize:              cfg.HTTP2MaxHeadersSize,
 		KeepAliveInterval:           cfg.HTTP2KeepAliveInterval,
 		KeepAliveTimeout:            cfg.HTTP2KeepAliveTimeout,
-		IdleTimeout:                 cfg.TimeoutKeepAlive,
+		IdleTimeout:                 h2Idle(cfg.TimeoutKeepAlive),
 		WriteTimeout:                cfg.TimeoutWrite,
 	}, log)
+}
+
+// h2Idle is the idle timeout of an HTTP/2 connection: --timeout-keep-alive,
+// and under --timeout-keep-alive 0 (HTTP/1.1 keeps no connection alive)
+// http1.DefaultKeepAliveTimeout, since a multiplexed connection cannot
+// close after each response and 0 would mean no idle timeout to x/net.
+func h2Idle(d time.Duration) time.Duration {
+	if d == 0 {
+		return http1.DefaultKeepAliveTimeout
+	}
+	return d
 }

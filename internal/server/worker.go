@@ -129,6 +129,7 @@ func Run(cfg *config.Config, log *slog.Logger) int {
 		MaxConcurrency:      cfg.LimitConcurrency,
 		HeaderTimeout:       cfg.TimeoutRequestHeader,
 		KeepAliveTimeout:    cfg.TimeoutKeepAlive,
+		DisableKeepAlive:    cfg.TimeoutKeepAlive == 0,
 		KeepAliveDrain:      cfg.TimeoutKeepAliveDrain,
 		BodyTimeout:         cfg.TimeoutBody,
 		MinBodyRate:         minBodyRate(cfg.MinBodyRate),
