@@ -10,7 +10,6 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"net/http"
 	"os"
 	"sort"
 	"strconv"
@@ -26,9 +25,6 @@ func openConns(t *testing.T, s *Server) int {
 	t.Helper()
 	return int(metricSum(t, s, "turnstile_connections"))
 }
-
-// adminClient scrapes the admin listener.
-var adminClient = &http.Client{Timeout: 5 * time.Second}
 
 // waitConns polls openConns until ok holds, failing after 10 s.
 func waitConns(t *testing.T, s *Server, ok func(int) bool, what string) int {

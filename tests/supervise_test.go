@@ -8,7 +8,6 @@ package tests
 
 import (
 	"bufio"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -25,51 +24,6 @@ import (
 	"testing"
 	"time"
 )
-
-// supRecords parses the JSON log records (other lines are skipped).
-func supRecords(logs string) []map[string]any {
-	var recs []map[string]any
-	for _, line := range strings.Split(logs, "\n") {
-		var rec map[string]any
-		if json.Unmarshal([]byte(line), &rec) == nil {
-			recs = append(recs, rec)
-		}
-	}
-	return recs
-}
-
-// supCount counts the records whose msg is msg and whose fields include
-// every key=value of match (values compared as fmt %v).
-func supCount(logs, msg string, match ...string) int {
-	n := 0
-	for _, rec := range supRecords(logs) {
-		if rec["msg"] != msg {
-			continue
-		}
-		ok := true
-		for i := 0; i+1 < len(match); i += 2 {
-			if fmt.Sprint(rec[match[i]]) != match[i+1] {
-				ok = false
-			}
-		}
-		if ok {
-			n++
-		}
-	}
-	return n
-}
-
-// supWaitLog waits up to d for n records as supCount counts them.
-func supWaitLog(t *testing.T, s *Server, d time.Duration, n int, msg string, match ...string) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for supCount(s.Logs(), msg, match...) < n {
-		if time.Now().After(deadline) {
-			t.Fatalf("no %d %q records %v within %v", n, msg, match, d)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
 
 // supServing returns the pid serving each worker slot now: the last
 // "worker ready" record of each slot whose process has not stopped or
@@ -222,15 +176,6 @@ func TestSupervise_B28_SIGTERMFinishesReceived(t *testing.T) {
 		t.Fatalf("exit status = %d; want 0", code)
 	}
 	t.Logf("exited %v after SIGTERM", time.Since(signalled))
-}
-
-func dialSup(t *testing.T, addr string) net.Conn {
-	t.Helper()
-	c, err := net.DialTimeout("tcp", addr, 5*time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return c
 }
 
 // SIGTERM under load with two workers, on kept-alive connections and on a
@@ -768,13 +713,6 @@ func TestSupervise_B28_QueuedInKernel(t *testing.T) {
 	if code := s.Wait(15 * time.Second); code != 0 {
 		t.Fatalf("exit status = %d; want 0", code)
 	}
-}
-
-// adminURL is s.Admin, read under the lock StartAsync writes it with.
-func (s *Server) adminURL() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.Admin
 }
 
 // supRecordTime is the time of a JSON log record.

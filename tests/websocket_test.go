@@ -30,18 +30,6 @@ import (
 
 // ---- helpers (the WebSocket clients are in wsclient_test.go) -------------
 
-// getJSON fetches path on s into v.
-func getJSON(t testing.TB, s *Server, path string, v any) {
-	t.Helper()
-	code, body := s.Get(t, path)
-	if code != 200 {
-		t.Fatalf("GET %s = %d %q", path, code, body)
-	}
-	if err := json.Unmarshal([]byte(body), v); err != nil {
-		t.Fatalf("GET %s: %q: %v", path, body, err)
-	}
-}
-
 // wsNoTracebacks fails t if the server logged a traceback or an error.
 func wsNoTracebacks(t *testing.T, s *Server) {
 	t.Helper()
