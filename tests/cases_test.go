@@ -154,10 +154,7 @@ func TestB04_ChunkedSmallChunks(t *testing.T) {
 			return nil
 		}
 		t.Run(tc.id, func(t *testing.T) {
-			if err := one(); err != nil {
-				t.Fatal(err)
-			}
-			concurrently(t, caseN, func(int) error { return one() })
+			onceThenConcurrently(t, caseN, one)
 		})
 	}
 }
@@ -205,10 +202,7 @@ func TestB05_UnicodePath(t *testing.T) {
 			return nil
 		}
 		t.Run(tc.id, func(t *testing.T) {
-			if err := one(); err != nil {
-				t.Fatal(err)
-			}
-			concurrently(t, caseN, func(int) error { return one() })
+			onceThenConcurrently(t, caseN, one)
 		})
 	}
 

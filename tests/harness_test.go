@@ -8,10 +8,10 @@
 //   - harness_test.go (this file): the server process (Start, StartAsync,
 //     Command, Server's methods), raw connections (Raw, rawExchange,
 //     ReadAll, dialT, roundTripRaw, StatusCodes), many runs at once
-//     (concurrently, caseN), log records (logRecords, recordText,
-//     waitLogRecords, supCount, supWaitLog), the admin listener (adminURL,
-//     metricSum, metricValue), JSON endpoints (getJSON) and processes
-//     (appPID, vmRSSKB).
+//     (concurrently, onceThenConcurrently, caseN), log records
+//     (logRecords, recordText, waitLogRecords, supCount, supWaitLog), the
+//     admin listener (adminURL, metricSum, metricValue), JSON endpoints
+//     (getJSON) and processes (appPID, vmRSSKB).
 //   - load_test.go: clients that keep a server busy (startLoad,
 //     clientLoad).
 //   - wsclient_test.go: WebSocket clients, gorilla's and raw frames
@@ -372,6 +372,18 @@ func concurrently(t testing.TB, n int, f func(i int) error) {
 	if k > 5 {
 		t.Errorf("... and %d more failed runs", k-5)
 	}
+}
+
+// onceThenConcurrently runs one on the test goroutine first, failing t at
+// once if it fails (a broken case needs no n copies of its failure), then
+// n copies of it at once through concurrently: each case also runs
+// concurrently against one server.
+func onceThenConcurrently(t testing.TB, n int, one func() error) {
+	t.Helper()
+	if err := one(); err != nil {
+		t.Fatal(err)
+	}
+	concurrently(t, n, func(int) error { return one() })
 }
 
 // ---- log records ---------------------------------------------------------------
