@@ -81,10 +81,7 @@ func TestFastAPI_JSON(t *testing.T) {
 		}
 		return nil
 	}
-	if err := one(); err != nil {
-		t.Fatal(err)
-	}
-	fwRunN(t, caseN, one)
+	onceThenConcurrently(t, caseN, one)
 	fwNoPythonErrors(t, s)
 }
 
@@ -120,10 +117,7 @@ func TestFastAPI_PathAndQuery(t *testing.T) {
 				}
 				return nil
 			}
-			if err := one(); err != nil {
-				t.Fatal(err)
-			}
-			fwRunN(t, fwConcurrency, one)
+			onceThenConcurrently(t, fwConcurrency, one)
 		})
 	}
 	for _, tc := range []struct{ id, path, loc string }{
@@ -171,10 +165,7 @@ func TestFastAPI_PostBody(t *testing.T) {
 			}
 			return nil
 		}
-		if err := one(); err != nil {
-			t.Fatal(err)
-		}
-		fwRunN(t, caseN, one)
+		onceThenConcurrently(t, caseN, one)
 	})
 	// A body larger than one http.request message (64 KiB): the model is
 	// parsed from several receive() calls.
@@ -379,10 +370,7 @@ func TestStarlette_StaticFiles(t *testing.T) {
 				}
 				return fwOneDate(tc.path, resp.Header)
 			}
-			if err := one(); err != nil {
-				t.Fatal(err)
-			}
-			fwRunN(t, fwConcurrency, one)
+			onceThenConcurrently(t, fwConcurrency, one)
 		})
 	}
 
@@ -515,10 +503,7 @@ func TestDjangoASGI_TemplateView(t *testing.T) {
 				}
 				return fwOneDate(tc.path, resp.Header)
 			}
-			if err := one(); err != nil {
-				t.Fatal(err)
-			}
-			fwRunN(t, fwConcurrency, one)
+			onceThenConcurrently(t, fwConcurrency, one)
 		})
 	}
 	t.Run("404", func(t *testing.T) {
@@ -574,10 +559,7 @@ func TestDjangoASGI_CSRFForm(t *testing.T) {
 			}
 			return nil
 		}
-		if err := one(); err != nil {
-			t.Fatal(err)
-		}
-		fwRunN(t, fwConcurrency, one)
+		onceThenConcurrently(t, fwConcurrency, one)
 	})
 	t.Run("invalid-form", func(t *testing.T) {
 		c := fwClient()

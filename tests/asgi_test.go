@@ -475,10 +475,7 @@ func TestASGI_BodyStreaming(t *testing.T) {
 			}
 			return check("1 MiB with Content-Length", e, len(body), want, 2)
 		}
-		if err := one(); err != nil {
-			t.Fatal(err)
-		}
-		concurrently(t, 4, func(int) error { return one() })
+		onceThenConcurrently(t, 4, one)
 	})
 	t.Run("1MiB-chunked", func(t *testing.T) {
 		one := func() error {
@@ -488,10 +485,7 @@ func TestASGI_BodyStreaming(t *testing.T) {
 			}
 			return check("1 MiB chunked", e, len(body), want, 2)
 		}
-		if err := one(); err != nil {
-			t.Fatal(err)
-		}
-		concurrently(t, 4, func(int) error { return one() })
+		onceThenConcurrently(t, 4, one)
 	})
 	t.Run("chunked-trickled", func(t *testing.T) {
 		parts := []string{"POST /sha HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n"}
@@ -613,10 +607,7 @@ func TestASGI_CancelledReceiveConsumesNothing(t *testing.T) {
 				}
 				return nil
 			}
-			if err := one(); err != nil {
-				t.Fatal(err)
-			}
-			concurrently(t, 4, func(int) error { return one() })
+			onceThenConcurrently(t, 4, one)
 		})
 	}
 }
@@ -664,10 +655,7 @@ func TestB07_ReceiveAfterBodyWaits(t *testing.T) {
 			return nil
 		}
 		t.Run(tc.id, func(t *testing.T) {
-			if err := one(); err != nil {
-				t.Fatal(err)
-			}
-			concurrently(t, caseN, func(int) error { return one() })
+			onceThenConcurrently(t, caseN, one)
 		})
 	}
 
@@ -1410,10 +1398,7 @@ func TestASGI_BadInput(t *testing.T) {
 				}
 				return nil
 			}
-			if err := one(); err != nil {
-				t.Fatal(err)
-			}
-			concurrently(t, 5, func(int) error { return one() })
+			onceThenConcurrently(t, 5, one)
 			if n := asgiTracebacks(s.Logs(), path); n != 0 {
 				t.Errorf("%d tracebacks logged for %s; want none (the app handled its exception)", n, path)
 			}

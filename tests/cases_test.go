@@ -1,9 +1,9 @@
 package tests
 
 // Conformance cases of docs/cases.md, each named after its case id and
-// served by testapps/case_<id>.py. The helpers at the bottom
-// (concurrent runs, raw round trips, RSS, log records) are shared by
-// embedding_test.go, errors_test.go and lifecycle_test.go.
+// served by testapps/case_<id>.py. The helpers they share with other files
+// (concurrently, caseN, roundTripRaw, logRecords, appPID, vmRSSKB) are in
+// harness_test.go; the two at the bottom are this file's own.
 
 import (
 	"bufio"
@@ -15,7 +15,6 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -23,9 +22,6 @@ import (
 	"testing"
 	"time"
 )
-
-// caseN is how many times a cheap case runs concurrently against one server.
-const caseN = 20
 
 // B01 — start_response called lazily inside the iterable (granian#845).
 // PEP 3333, "The start_response() Callable": the call may happen on the
@@ -158,10 +154,7 @@ func TestB04_ChunkedSmallChunks(t *testing.T) {
 			return nil
 		}
 		t.Run(tc.id, func(t *testing.T) {
-			if err := one(); err != nil {
-				t.Fatal(err)
-			}
-			concurrently(t, caseN, func(int) error { return one() })
+			onceThenConcurrently(t, caseN, one)
 		})
 	}
 }
@@ -209,10 +202,7 @@ func TestB05_UnicodePath(t *testing.T) {
 			return nil
 		}
 		t.Run(tc.id, func(t *testing.T) {
-			if err := one(); err != nil {
-				t.Fatal(err)
-			}
-			concurrently(t, caseN, func(int) error { return one() })
+			onceThenConcurrently(t, caseN, one)
 		})
 	}
 
@@ -478,73 +468,7 @@ func TestB33_ThreadPoolStarvation(t *testing.T) {
 	})
 }
 
-// ---- helpers shared by the tests in this package -------------------------
-
-// concurrently runs f(0..n-1) at once and reports every error.
-func concurrently(t testing.TB, n int, f func(i int) error) {
-	t.Helper()
-	var wg sync.WaitGroup
-	errs := make(chan error, n)
-	for i := 0; i < n; i++ {
-		wg.Add(1)
-		go func(i int) {
-			defer wg.Done()
-			if err := f(i); err != nil {
-				errs <- fmt.Errorf("run %d of %d: %w", i, n, err)
-			}
-		}(i)
-	}
-	wg.Wait()
-	close(errs)
-	k := 0
-	for err := range errs {
-		if k < 5 {
-			t.Error(err)
-		}
-		k++
-	}
-	if k > 5 {
-		t.Errorf("... and %d more failed runs", k-5)
-	}
-}
-
-func dialT(t testing.TB, addr string) net.Conn {
-	t.Helper()
-	c, err := net.DialTimeout("tcp", addr, 5*time.Second)
-	if err != nil {
-		t.Fatalf("dial %s: %v", addr, err)
-	}
-	return c
-}
-
-// roundTripRaw writes parts on a new connection (sleeping gap between
-// them), then reads one response within timeout. The body is read to its
-// end (Content-Length, chunked or close).
-func roundTripRaw(addr string, parts []string, gap, timeout time.Duration) (*http.Response, string, error) {
-	c, err := net.DialTimeout("tcp", addr, timeout)
-	if err != nil {
-		return nil, "", err
-	}
-	defer c.Close()
-	c.SetDeadline(time.Now().Add(timeout + time.Duration(len(parts))*gap))
-	for i, p := range parts {
-		if i > 0 && gap > 0 {
-			time.Sleep(gap)
-		}
-		if _, err := io.WriteString(c, p); err != nil {
-			return nil, "", fmt.Errorf("write: %v", err)
-		}
-	}
-	resp, err := http.ReadResponse(bufio.NewReader(c), &http.Request{Method: "GET"})
-	if err != nil {
-		return nil, "", err
-	}
-	b, err := io.ReadAll(resp.Body)
-	if err != nil {
-		return resp, string(b), fmt.Errorf("reading body: %v", err)
-	}
-	return resp, string(b), nil
-}
+// ---- helpers of this file ----------------------------------------------------
 
 // dialSmallRcvbuf connects with SO_RCVBUF set before connect(), so the
 // kernel does not autotune the receive window past it.
@@ -576,95 +500,4 @@ func (c *countingReader) Read(p []byte) (int, error) {
 	n, err := c.r.Read(p)
 	c.n.Add(int64(n))
 	return n, err
-}
-
-// appPID asks the app (GET /pid) which process runs it: the worker, which
-// is not necessarily the process the test started.
-func appPID(t testing.TB, s *Server) int {
-	t.Helper()
-	code, body := s.Get(t, "/pid")
-	pid, err := strconv.Atoi(strings.TrimSpace(body))
-	if code != 200 || err != nil {
-		t.Fatalf("GET /pid = %d %q; want the worker's pid", code, body)
-	}
-	return pid
-}
-
-// vmRSSKB returns VmRSS of pid in kB (from /proc/<pid>/status).
-func vmRSSKB(t testing.TB, pid int) int64 {
-	t.Helper()
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		t.Fatalf("reading VmRSS of %d: %v", pid, err)
-	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
-			kb, err := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
-			if err != nil {
-				t.Fatalf("VmRSS line %q: %v", line, err)
-			}
-			return kb
-		}
-	}
-	t.Fatalf("no VmRSS in /proc/%d/status", pid)
-	return 0
-}
-
-// logRecords parses the server's JSON log; lines that are not JSON come
-// back as {"msg": line, "unparsed": true}.
-func logRecords(logs string) []map[string]any {
-	var recs []map[string]any
-	for _, line := range strings.Split(logs, "\n") {
-		if strings.TrimSpace(line) == "" {
-			continue
-		}
-		var rec map[string]any
-		if json.Unmarshal([]byte(line), &rec) != nil {
-			rec = map[string]any{"msg": line, "unparsed": true}
-		}
-		recs = append(recs, rec)
-	}
-	return recs
-}
-
-// recordText is every field of rec as one string, for searching.
-func recordText(rec map[string]any) string {
-	b, _ := json.Marshal(rec)
-	var sb strings.Builder
-	sb.Write(b)
-	for _, v := range rec {
-		if s, ok := v.(string); ok {
-			sb.WriteString("\n" + s)
-		}
-	}
-	return sb.String()
-}
-
-// waitLogRecords waits up to d for at least one log record matching
-// match, then a little longer for stragglers, and returns the matches.
-func waitLogRecords(logs func() string, d time.Duration, match func(rec map[string]any) bool) []map[string]any {
-	deadline := time.Now().Add(d)
-	var found []map[string]any
-	for {
-		found = found[:0]
-		for _, rec := range logRecords(logs()) {
-			if match(rec) {
-				found = append(found, rec)
-			}
-		}
-		if len(found) > 0 || time.Now().After(deadline) {
-			break
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	if len(found) > 0 {
-		time.Sleep(200 * time.Millisecond)
-		found = found[:0]
-		for _, rec := range logRecords(logs()) {
-			if match(rec) {
-				found = append(found, rec)
-			}
-		}
-	}
-	return found
 }

@@ -10,7 +10,6 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"net/http"
 	"os"
 	"sort"
 	"strconv"
@@ -26,9 +25,6 @@ func openConns(t *testing.T, s *Server) int {
 	t.Helper()
 	return int(metricSum(t, s, "turnstile_connections"))
 }
-
-// adminClient scrapes the admin listener.
-var adminClient = &http.Client{Timeout: 5 * time.Second}
 
 // waitConns polls openConns until ok holds, failing after 10 s.
 func waitConns(t *testing.T, s *Server, ok func(int) bool, what string) int {
@@ -136,6 +132,21 @@ func settleFDs(t *testing.T, pid, want int) map[string]string {
 	}
 }
 
+// fdBaseline warms s up with one GET on a closed connection, waits until
+// no connection is open, and returns the pid of its only worker and that
+// worker's fd table: the baseline the tests below compare with.
+func fdBaseline(t *testing.T, s *Server) (worker int, base map[string]string) {
+	t.Helper()
+	worker = workerPID(t, s)
+	if code := getClose(t, s, "/warm-up"); code != 200 {
+		t.Fatalf("warm-up GET = %d", code)
+	}
+	waitConns(t, s, func(c int) bool { return c == 0 }, "no open connection before the baseline")
+	base = fdTable(t, worker)
+	t.Logf("worker %d baseline: %d fds (%s)", worker, len(base), fdKinds(base))
+	return worker, base
+}
+
 // TestConnCleanup_CloseReset: N bare connects that close at once, N that
 // send part of a request-line and reset (SO_LINGER 0), and N idle ones
 // the client closes: after each kind the worker's connection count is 0
@@ -143,13 +154,7 @@ func settleFDs(t *testing.T, pid, want int) map[string]string {
 func TestConnCleanup_CloseReset(t *testing.T) {
 	const n = 200
 	s := Start(t, "echo:app")
-	worker := workerPID(t, s)
-	if code := getClose(t, s, "/warm-up"); code != 200 {
-		t.Fatalf("warm-up GET = %d", code)
-	}
-	waitConns(t, s, func(c int) bool { return c == 0 }, "no open connection before the baseline")
-	base := fdTable(t, worker)
-	t.Logf("worker %d baseline: %d fds (%s)", worker, len(base), fdKinds(base))
+	worker, base := fdBaseline(t, s)
 
 	dial := func() *net.TCPConn {
 		c, err := net.DialTimeout("tcp", s.Addr, 5*time.Second)
@@ -219,13 +224,7 @@ func TestConnCleanup_Slowloris(t *testing.T) {
 	const idle, headers, bodies = 500, 200, 50
 	const lazyAllowance = 8 // fds a first round may create once
 	s := Start(t, "--timeout-request-header", "2s", "--timeout-body", "2s", "echo:app")
-	worker := workerPID(t, s)
-	if code := getClose(t, s, "/warm-up"); code != 200 {
-		t.Fatalf("warm-up GET = %d", code)
-	}
-	waitConns(t, s, func(c int) bool { return c == 0 }, "no open connection before the baseline")
-	base := fdTable(t, worker)
-	t.Logf("worker %d baseline: %d fds (%s)", worker, len(base), fdKinds(base))
+	worker, base := fdBaseline(t, s)
 
 	round := func(r int) map[string]string {
 		t.Helper()

@@ -85,6 +85,30 @@ func (d *drainConn) do(method string) (pid int, closed bool, err error) {
 	return d.read()
 }
 
+// dialFreshWorker dials addr until a connection's first GET is answered
+// without "Connection: close", that is by a worker that has not begun
+// draining (one accepted by the old worker just before it stopped is
+// answered with the close): up to 51 connections, 50 ms apart. It returns
+// that connection and the pid that answered; round names the test's
+// round in failures.
+func dialFreshWorker(t *testing.T, addr string, round int) (*drainConn, int) {
+	t.Helper()
+	for try := 0; ; try++ {
+		a := dialDrain(t, addr)
+		pid, closed, err := a.do("GET")
+		if err != nil {
+			t.Fatalf("round %d: first GET on A: %v", round, err)
+		}
+		if !closed {
+			return a, pid
+		}
+		if try == 50 {
+			t.Fatalf("round %d: every new connection is answered with Connection: close", round)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
 // waitStopped waits for the "worker stopped" record of pid.
 func waitStopped(t *testing.T, s *Server, pid int) {
 	t.Helper()
@@ -106,23 +130,7 @@ func TestDrain_MaxRequestsRace(t *testing.T) {
 		// A's first request must reach a fresh worker (one that has not
 		// begun draining): a connection accepted by the old worker just
 		// before it stopped is answered with "Connection: close".
-		var a *drainConn
-		var pidA int
-		for try := 0; ; try++ {
-			a = dialDrain(t, s.Addr)
-			pid, closed, err := a.do("GET")
-			if err != nil {
-				t.Fatalf("round %d: first GET on A: %v", round, err)
-			}
-			if !closed {
-				pidA = pid
-				break
-			}
-			if try == 50 {
-				t.Fatalf("round %d: every new connection is answered with Connection: close", round)
-			}
-			time.Sleep(50 * time.Millisecond)
-		}
+		a, pidA := dialFreshWorker(t, s.Addr, round)
 		b := dialDrain(t, s.Addr)
 		pidB, closedB, err := b.do("GET")
 		if err != nil {
@@ -161,23 +169,7 @@ func TestDrain_SIGHUPRace(t *testing.T) {
 	s := Start(t, "--workers", "1", "sup_app:app")
 	pauses := []time.Duration{0, 0, 30 * time.Millisecond, 200 * time.Millisecond, 700 * time.Millisecond}
 	for round, pause := range pauses {
-		a := dialDrain(t, s.Addr)
-		var pidA int
-		for try := 0; ; try++ {
-			pid, closed, err := a.do("GET")
-			if err != nil {
-				t.Fatalf("round %d: first GET: %v", round, err)
-			}
-			if !closed {
-				pidA = pid
-				break
-			}
-			if try == 50 {
-				t.Fatalf("round %d: every new connection is answered with Connection: close", round)
-			}
-			time.Sleep(50 * time.Millisecond)
-			a = dialDrain(t, s.Addr)
-		}
+		a, pidA := dialFreshWorker(t, s.Addr, round)
 		s.Signal(syscall.SIGHUP)
 		n, start := 0, time.Now()
 		for {

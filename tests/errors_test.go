@@ -11,7 +11,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -203,18 +202,6 @@ func invalidHeadBytes(head string) string {
 
 // tokenRE matches a field name (RFC 9110 §5.6.2, token).
 var tokenRE = regexp.MustCompile(`^[!#$%&'*+\-.^_` + "`" + `|~0-9A-Za-z]+$`)
-
-// rawExchange writes raw on a new connection and reads until EOF or until
-// timeout passes without data.
-func rawExchange(addr, raw string, timeout time.Duration) (string, bool) {
-	c, err := net.DialTimeout("tcp", addr, 5*time.Second)
-	if err != nil {
-		return "dial: " + err.Error(), false
-	}
-	defer c.Close()
-	io.WriteString(c, raw)
-	return ReadAll(c, timeout)
-}
 
 // PEP 3333: "if the application does not provide enough data to meet its
 // stated Content-Length, the server should close the connection and log

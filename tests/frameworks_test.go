@@ -25,7 +25,6 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 )
@@ -34,25 +33,11 @@ import (
 // same server (STYLE §12: each case also runs N times concurrently).
 const fwConcurrency = 4
 
-// fwRunN runs f n times at once and reports every error. f must not call
+// fwRunN runs f n times at once, as concurrently does. f must not call
 // t.Fatal (it runs off the test goroutine): it returns its failure.
 func fwRunN(t *testing.T, n int, f func() error) {
 	t.Helper()
-	errs := make([]error, n)
-	var wg sync.WaitGroup
-	for i := range n {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			errs[i] = f()
-		}()
-	}
-	wg.Wait()
-	for i, err := range errs {
-		if err != nil {
-			t.Errorf("copy %d/%d: %v", i+1, n, err)
-		}
-	}
+	concurrently(t, n, func(int) error { return f() })
 }
 
 // fwRandom returns n reproducible pseudo-random bytes.

@@ -10,7 +10,6 @@ package tests
 
 import (
 	"bufio"
-	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -23,52 +22,12 @@ import (
 // gateBusyLoad starts conc kept-alive clients on path, one every 100 ms
 // (so that even a gate that only closes lets each worker fill up), and
 // waits until answers came from two worker pids.
-func gateBusyLoad(t *testing.T, s *Server, conc int, path string) *supLoad {
+func gateBusyLoad(t *testing.T, s *Server, conc int, path string) *clientLoad {
 	t.Helper()
-	l := &supLoad{stop: make(chan struct{}), pids: map[string]int{}, client: &http.Client{
-		Timeout:   30 * time.Second,
-		Transport: &http.Transport{MaxIdleConnsPerHost: conc, MaxConnsPerHost: conc},
-	}}
-	t.Cleanup(l.Stop)
-	for i := 0; i < conc; i++ {
-		l.wg.Add(1)
-		go func() {
-			defer l.wg.Done()
-			for {
-				select {
-				case <-l.stop:
-					return
-				default:
-				}
-				resp, err := l.client.Get(s.URL + path)
-				var body []byte
-				if err == nil {
-					body, err = io.ReadAll(resp.Body)
-					resp.Body.Close()
-				}
-				l.mu.Lock()
-				switch {
-				case err != nil:
-					l.errs = append(l.errs, err)
-				case resp.StatusCode == 200:
-					l.ok++
-					if f := strings.Fields(string(body)); len(f) == 2 {
-						l.pids[f[1]]++
-					}
-				default:
-					l.bad = append(l.bad, fmt.Sprint(resp.StatusCode))
-				}
-				l.mu.Unlock()
-				time.Sleep(time.Millisecond)
-			}
-		}()
-		time.Sleep(100 * time.Millisecond)
-	}
+	l := startLoad(t, s, conc, path, loadOptions{Timeout: 30 * time.Second, OneConnEach: true, Stagger: 100 * time.Millisecond})
 	deadline := time.Now().Add(20 * time.Second)
 	for {
-		l.mu.Lock()
-		n := len(l.pids)
-		l.mu.Unlock()
+		n := l.workerPids()
 		if n >= 2 {
 			return l
 		}

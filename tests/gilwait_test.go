@@ -4,9 +4,7 @@ import (
 	"io"
 	"net/http"
 	"os"
-	"regexp"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -113,29 +111,6 @@ func TestTurnstile_FreshWorkPassesCPUHogs(t *testing.T) {
 			}
 		})
 	}
-}
-
-// metricSum is the sum of a metric's samples over all label sets, from
-// the master's admin /metrics.
-func metricSum(t *testing.T, s *Server, name string) float64 {
-	t.Helper()
-	resp, err := adminClient.Get(s.Admin + "/metrics")
-	if err != nil {
-		t.Fatalf("GET /metrics: %v", err)
-	}
-	b, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	re := regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(name) + `(?:\{[^}]*\})? (\S+)$`)
-	ms := re.FindAllStringSubmatch(string(b), -1)
-	if len(ms) == 0 {
-		t.Fatalf("no %s in /metrics:\n%s", name, b)
-	}
-	sum := 0.0
-	for _, m := range ms {
-		v, _ := strconv.ParseFloat(m[1], 64)
-		sum += v
-	}
-	return sum
 }
 
 // --limit-concurrency's 503s never reach the app, so they are not in

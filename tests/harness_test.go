@@ -2,12 +2,32 @@
 // from PyPI and real clients. `make test` builds the binary and the
 // virtualenv and sets TURNSTILE_BIN and TURNSTILE_VENV; without them (plain
 // `go test ./...`) these tests skip. They also skip under -short.
+//
+// Where the shared helpers are:
+//
+//   - harness_test.go (this file): the server process (Start, StartAsync,
+//     Command, Server's methods), raw connections (Raw, rawExchange,
+//     ReadAll, dialT, roundTripRaw, StatusCodes), many runs at once
+//     (concurrently, onceThenConcurrently, caseN), log records
+//     (logRecords, recordText, waitLogRecords, supCount, supWaitLog), the
+//     admin listener (adminURL, metricSum, metricValue), JSON endpoints
+//     (getJSON) and processes (appPID, vmRSSKB).
+//   - load_test.go: clients that keep a server busy (startLoad,
+//     clientLoad).
+//   - wsclient_test.go: WebSocket clients, gorilla's and raw frames
+//     (wsDial, wsRaw, rawWS).
+//   - Families kept next to their tests: cf* in config_test.go (config
+//     files, env, exit statuses), newPKI and TLSArgs in tls_test.go,
+//     h2cConn, h2TLSConn and runCurl in http2_test.go, fw* in
+//     frameworks_test.go (PyPI framework apps), asgi* in asgi_test.go,
+//     supServing, supWaitReady and supWriteFile in supervise_test.go.
 package tests
 
 import (
 	"bufio"
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -16,6 +36,8 @@ import (
 	"path/filepath"
 	"regexp"
 	"runtime"
+	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -260,3 +282,309 @@ func StatusCodes(raw string) []string {
 }
 
 var statusLine = regexp.MustCompile(`HTTP/1\.[01] (\d{3}) `)
+
+// ---- raw connections (with Raw, ReadAll and StatusCodes above) ------------
+
+// dialT opens a TCP connection to addr (5 s timeout), failing t if it
+// cannot. The caller closes it.
+func dialT(t testing.TB, addr string) net.Conn {
+	t.Helper()
+	c, err := net.DialTimeout("tcp", addr, 5*time.Second)
+	if err != nil {
+		t.Fatalf("dial %s: %v", addr, err)
+	}
+	return c
+}
+
+// dialSup is dialT, under the name the supervisor and hardening tests
+// use.
+func dialSup(t *testing.T, addr string) net.Conn { return dialT(t, addr) }
+
+// rawExchange is Raw without t, for goroutines: a dial error comes back
+// as the text "dial: <error>" and false.
+func rawExchange(addr, raw string, timeout time.Duration) (string, bool) {
+	c, err := net.DialTimeout("tcp", addr, 5*time.Second)
+	if err != nil {
+		return "dial: " + err.Error(), false
+	}
+	defer c.Close()
+	io.WriteString(c, raw)
+	return ReadAll(c, timeout)
+}
+
+// roundTripRaw writes parts on a new connection (sleeping gap between
+// them), then reads one response within timeout. The body is read to its
+// end (Content-Length, chunked or close).
+func roundTripRaw(addr string, parts []string, gap, timeout time.Duration) (*http.Response, string, error) {
+	c, err := net.DialTimeout("tcp", addr, timeout)
+	if err != nil {
+		return nil, "", err
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(timeout + time.Duration(len(parts))*gap))
+	for i, p := range parts {
+		if i > 0 && gap > 0 {
+			time.Sleep(gap)
+		}
+		if _, err := io.WriteString(c, p); err != nil {
+			return nil, "", fmt.Errorf("write: %v", err)
+		}
+	}
+	resp, err := http.ReadResponse(bufio.NewReader(c), &http.Request{Method: "GET"})
+	if err != nil {
+		return nil, "", err
+	}
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return resp, string(b), fmt.Errorf("reading body: %v", err)
+	}
+	return resp, string(b), nil
+}
+
+// ---- many runs at once ---------------------------------------------------------
+
+// caseN is how many times a cheap case runs concurrently against one server.
+const caseN = 20
+
+// concurrently runs f(0..n-1) at once and reports every error.
+func concurrently(t testing.TB, n int, f func(i int) error) {
+	t.Helper()
+	var wg sync.WaitGroup
+	errs := make(chan error, n)
+	for i := 0; i < n; i++ {
+		wg.Add(1)
+		go func(i int) {
+			defer wg.Done()
+			if err := f(i); err != nil {
+				errs <- fmt.Errorf("run %d of %d: %w", i, n, err)
+			}
+		}(i)
+	}
+	wg.Wait()
+	close(errs)
+	k := 0
+	for err := range errs {
+		if k < 5 {
+			t.Error(err)
+		}
+		k++
+	}
+	if k > 5 {
+		t.Errorf("... and %d more failed runs", k-5)
+	}
+}
+
+// onceThenConcurrently runs one on the test goroutine first, failing t at
+// once if it fails (a broken case needs no n copies of its failure), then
+// n copies of it at once through concurrently: each case also runs
+// concurrently against one server.
+func onceThenConcurrently(t testing.TB, n int, one func() error) {
+	t.Helper()
+	if err := one(); err != nil {
+		t.Fatal(err)
+	}
+	concurrently(t, n, func(int) error { return one() })
+}
+
+// ---- log records ---------------------------------------------------------------
+
+// logRecords parses the server's JSON log; lines that are not JSON come
+// back as {"msg": line, "unparsed": true}.
+func logRecords(logs string) []map[string]any {
+	var recs []map[string]any
+	for _, line := range strings.Split(logs, "\n") {
+		if strings.TrimSpace(line) == "" {
+			continue
+		}
+		var rec map[string]any
+		if json.Unmarshal([]byte(line), &rec) != nil {
+			rec = map[string]any{"msg": line, "unparsed": true}
+		}
+		recs = append(recs, rec)
+	}
+	return recs
+}
+
+// recordText is every field of rec as one string, for searching.
+func recordText(rec map[string]any) string {
+	b, _ := json.Marshal(rec)
+	var sb strings.Builder
+	sb.Write(b)
+	for _, v := range rec {
+		if s, ok := v.(string); ok {
+			sb.WriteString("\n" + s)
+		}
+	}
+	return sb.String()
+}
+
+// waitLogRecords waits up to d for at least one log record matching
+// match, then a little longer for stragglers, and returns the matches.
+func waitLogRecords(logs func() string, d time.Duration, match func(rec map[string]any) bool) []map[string]any {
+	deadline := time.Now().Add(d)
+	var found []map[string]any
+	for {
+		found = found[:0]
+		for _, rec := range logRecords(logs()) {
+			if match(rec) {
+				found = append(found, rec)
+			}
+		}
+		if len(found) > 0 || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if len(found) > 0 {
+		time.Sleep(200 * time.Millisecond)
+		found = found[:0]
+		for _, rec := range logRecords(logs()) {
+			if match(rec) {
+				found = append(found, rec)
+			}
+		}
+	}
+	return found
+}
+
+// supRecords is logRecords without the lines that are not JSON.
+func supRecords(logs string) []map[string]any {
+	var recs []map[string]any
+	for _, rec := range logRecords(logs) {
+		if rec["unparsed"] != true {
+			recs = append(recs, rec)
+		}
+	}
+	return recs
+}
+
+// supCount counts the records whose msg is msg and whose fields include
+// every key=value of match (values compared as fmt %v).
+func supCount(logs, msg string, match ...string) int {
+	n := 0
+	for _, rec := range supRecords(logs) {
+		if rec["msg"] != msg {
+			continue
+		}
+		ok := true
+		for i := 0; i+1 < len(match); i += 2 {
+			if fmt.Sprint(rec[match[i]]) != match[i+1] {
+				ok = false
+			}
+		}
+		if ok {
+			n++
+		}
+	}
+	return n
+}
+
+// supWaitLog waits up to d for n records as supCount counts them.
+func supWaitLog(t *testing.T, s *Server, d time.Duration, n int, msg string, match ...string) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for supCount(s.Logs(), msg, match...) < n {
+		if time.Now().After(deadline) {
+			t.Fatalf("no %d %q records %v within %v", n, msg, match, d)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// ---- the admin listener and the app's JSON endpoints --------------------------
+
+// adminClient scrapes the admin listener (5 s timeout a request).
+var adminClient = &http.Client{Timeout: 5 * time.Second}
+
+// adminURL is s.Admin, read under the lock StartAsync writes it with.
+func (s *Server) adminURL() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.Admin
+}
+
+// adminMetric reads the master's admin /metrics (Prometheus text format)
+// and sums the samples of name over all its label sets (workers, status
+// classes, ...). found is false when no sample of name is there; page is
+// what /metrics returned, for messages.
+func adminMetric(t testing.TB, s *Server, name string) (sum float64, found bool, page string) {
+	t.Helper()
+	resp, err := adminClient.Get(s.adminURL() + "/metrics")
+	if err != nil {
+		t.Fatalf("GET /metrics: %v", err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	re := regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(name) + `(?:\{[^}]*\})? (\S+)$`)
+	for _, m := range re.FindAllStringSubmatch(string(b), -1) {
+		v, _ := strconv.ParseFloat(m[1], 64)
+		sum, found = sum+v, true
+	}
+	return sum, found, string(b)
+}
+
+// metricSum is adminMetric's sum; it fails t when name is absent.
+func metricSum(t *testing.T, s *Server, name string) float64 {
+	t.Helper()
+	sum, found, page := adminMetric(t, s, name)
+	if !found {
+		t.Fatalf("no %s in /metrics:\n%s", name, page)
+	}
+	return sum
+}
+
+// metricValue is adminMetric's sum, or -1 when name is absent.
+func metricValue(t *testing.T, s *Server, name string) float64 {
+	t.Helper()
+	sum, found, _ := adminMetric(t, s, name)
+	if !found {
+		return -1
+	}
+	return sum
+}
+
+// getJSON fetches path on s into v.
+func getJSON(t testing.TB, s *Server, path string, v any) {
+	t.Helper()
+	code, body := s.Get(t, path)
+	if code != 200 {
+		t.Fatalf("GET %s = %d %q", path, code, body)
+	}
+	if err := json.Unmarshal([]byte(body), v); err != nil {
+		t.Fatalf("GET %s: %q: %v", path, body, err)
+	}
+}
+
+// ---- processes -----------------------------------------------------------------
+
+// appPID asks the app (GET /pid) which process runs it: the worker, which
+// is not necessarily the process the test started.
+func appPID(t testing.TB, s *Server) int {
+	t.Helper()
+	code, body := s.Get(t, "/pid")
+	pid, err := strconv.Atoi(strings.TrimSpace(body))
+	if code != 200 || err != nil {
+		t.Fatalf("GET /pid = %d %q; want the worker's pid", code, body)
+	}
+	return pid
+}
+
+// vmRSSKB returns VmRSS of pid in kB (from /proc/<pid>/status).
+func vmRSSKB(t testing.TB, pid int) int64 {
+	t.Helper()
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		t.Fatalf("reading VmRSS of %d: %v", pid, err)
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+			kb, err := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
+			if err != nil {
+				t.Fatalf("VmRSS line %q: %v", line, err)
+			}
+			return kb
+		}
+	}
+	t.Fatalf("no VmRSS in /proc/%d/status", pid)
+	return 0
+}

@@ -8,7 +8,6 @@ package tests
 
 import (
 	"bufio"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -25,51 +24,6 @@ import (
 	"testing"
 	"time"
 )
-
-// supRecords parses the JSON log records (other lines are skipped).
-func supRecords(logs string) []map[string]any {
-	var recs []map[string]any
-	for _, line := range strings.Split(logs, "\n") {
-		var rec map[string]any
-		if json.Unmarshal([]byte(line), &rec) == nil {
-			recs = append(recs, rec)
-		}
-	}
-	return recs
-}
-
-// supCount counts the records whose msg is msg and whose fields include
-// every key=value of match (values compared as fmt %v).
-func supCount(logs, msg string, match ...string) int {
-	n := 0
-	for _, rec := range supRecords(logs) {
-		if rec["msg"] != msg {
-			continue
-		}
-		ok := true
-		for i := 0; i+1 < len(match); i += 2 {
-			if fmt.Sprint(rec[match[i]]) != match[i+1] {
-				ok = false
-			}
-		}
-		if ok {
-			n++
-		}
-	}
-	return n
-}
-
-// supWaitLog waits up to d for n records as supCount counts them.
-func supWaitLog(t *testing.T, s *Server, d time.Duration, n int, msg string, match ...string) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for supCount(s.Logs(), msg, match...) < n {
-		if time.Now().After(deadline) {
-			t.Fatalf("no %d %q records %v within %v", n, msg, match, d)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
 
 // supServing returns the pid serving each worker slot now: the last
 // "worker ready" record of each slot whose process has not stopped or
@@ -89,100 +43,6 @@ func supServing(s *Server) map[int]int {
 		}
 	}
 	return serving
-}
-
-// supLoad runs conc clients that GET path in a loop on keep-alive
-// connections until stop, recording every outcome.
-type supLoad struct {
-	stop   chan struct{}
-	wg     sync.WaitGroup
-	mu     sync.Mutex
-	ok     int
-	errs   []error
-	bad    []string       // non-200 answers
-	pids   map[string]int // answers per worker pid
-	okAt   []time.Time
-	client *http.Client
-}
-
-func supStartLoad(t *testing.T, s *Server, conc int, path string) *supLoad {
-	return supStartLoadOpt(t, s, conc, path, false)
-}
-
-// supStartLoadOpt is supStartLoad; fresh opens a new connection for every
-// request (no keep-alive), which exercises connections accepted at the
-// moment a worker stops.
-func supStartLoadOpt(t *testing.T, s *Server, conc int, path string, fresh bool) *supLoad {
-	l := &supLoad{stop: make(chan struct{}), pids: map[string]int{}, client: &http.Client{
-		Timeout:   20 * time.Second,
-		Transport: &http.Transport{MaxIdleConnsPerHost: conc, DisableKeepAlives: fresh},
-	}}
-	for i := 0; i < conc; i++ {
-		l.wg.Add(1)
-		go func() {
-			defer l.wg.Done()
-			for {
-				select {
-				case <-l.stop:
-					return
-				default:
-				}
-				resp, err := l.client.Get(s.URL + path)
-				var body []byte
-				if err == nil {
-					body, err = io.ReadAll(resp.Body)
-					resp.Body.Close()
-				}
-				l.mu.Lock()
-				switch {
-				case err != nil:
-					l.errs = append(l.errs, err)
-				case resp.StatusCode != 200:
-					l.bad = append(l.bad, fmt.Sprintf("%d %q", resp.StatusCode, body))
-				default:
-					l.ok++
-					l.okAt = append(l.okAt, time.Now())
-					if f := strings.Fields(string(body)); len(f) == 2 {
-						l.pids[f[1]]++
-					}
-				}
-				l.mu.Unlock()
-				time.Sleep(time.Millisecond)
-			}
-		}()
-	}
-	t.Cleanup(l.Stop)
-	return l
-}
-
-// Stop stops the clients and waits for them.
-func (l *supLoad) Stop() {
-	select {
-	case <-l.stop:
-	default:
-		close(l.stop)
-	}
-	l.wg.Wait()
-	l.client.CloseIdleConnections()
-}
-
-func (l *supLoad) snapshot() (ok int, errs []error, bad []string) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.ok, append([]error(nil), l.errs...), append([]string(nil), l.bad...)
-}
-
-// okBetween counts successes answered in [a, b).
-func (l *supLoad) okBetween(a, b time.Time) int {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	n := 0
-	for _, at := range l.okAt {
-		if !at.Before(a) && at.Before(b) {
-			n++
-		}
-	}
-	return n
 }
 
 func isRefused(err error) bool {
@@ -212,7 +72,7 @@ func TestSupervise_B30_KillWorker(t *testing.T) {
 		t.Fatalf("serving workers = %v; want 2", before)
 	}
 	victim := before[1]
-	load := supStartLoad(t, s, 8, "/")
+	load := startLoad(t, s, 8, "/", loadOptions{})
 	time.Sleep(500 * time.Millisecond)
 
 	killed := time.Now()
@@ -318,15 +178,6 @@ func TestSupervise_B28_SIGTERMFinishesReceived(t *testing.T) {
 	t.Logf("exited %v after SIGTERM", time.Since(signalled))
 }
 
-func dialSup(t *testing.T, addr string) net.Conn {
-	t.Helper()
-	c, err := net.DialTimeout("tcp", addr, 5*time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return c
-}
-
 // SIGTERM under load with two workers, on kept-alive connections and on a
 // new connection per request: every request either completes with 200 or
 // is refused at connect; none that reached the server fails. (Each worker
@@ -340,7 +191,7 @@ func TestSupervise_SIGTERMUnderLoad(t *testing.T) {
 
 func testSIGTERMUnderLoad(t *testing.T, fresh bool) {
 	s := Start(t, "--workers", "2", "sup_app:app")
-	load := supStartLoadOpt(t, s, 16, "/", fresh)
+	load := startLoad(t, s, 16, "/", loadOptions{Fresh: fresh})
 	time.Sleep(time.Second)
 	s.Signal(syscall.SIGTERM)
 	if code := s.Wait(15 * time.Second); code != 0 {
@@ -375,7 +226,7 @@ func TestSupervise_SIGHUPRollingRestart(t *testing.T) {
 func testSIGHUP(t *testing.T, fresh bool) {
 	s := Start(t, "--workers", "2", "sup_app:app")
 	before := supServing(s)
-	load := supStartLoadOpt(t, s, 8, "/", fresh)
+	load := startLoad(t, s, 8, "/", loadOptions{Fresh: fresh})
 	time.Sleep(500 * time.Millisecond)
 	s.Signal(syscall.SIGHUP)
 	supWaitLog(t, s, 20*time.Second, 2, "worker replaced", "cause", "hup")
@@ -482,7 +333,7 @@ func TestSupervise_B09_LifespanStartupFailed(t *testing.T) {
 // zero failed requests.
 func TestSupervise_MaxRequests(t *testing.T) {
 	s := Start(t, "--workers", "2", "--max-requests", "100", "--max-requests-jitter", "20", "sup_app:app")
-	load := supStartLoad(t, s, 8, "/")
+	load := startLoad(t, s, 8, "/", loadOptions{})
 	supWaitLog(t, s, 30*time.Second, 4, "worker replaced", "cause", "max-requests")
 	load.Stop()
 	ok, errs, bad := load.snapshot()
@@ -636,7 +487,7 @@ func TestSupervise_Timeout(t *testing.T) {
 		resp.Body.Close()
 		slow <- fmt.Sprintf("%d %s", resp.StatusCode, b)
 	}()
-	load := supStartLoad(t, s, 4, "/")
+	load := startLoad(t, s, 4, "/", loadOptions{})
 	supWaitLog(t, s, 5*time.Second, 1, "request running past --timeout; replacing this worker gracefully", "target", "/sleep?10")
 	for _, rec := range supRecords(s.Logs()) {
 		if rec["msg"] == "request running past --timeout; replacing this worker gracefully" {
@@ -732,7 +583,7 @@ func TestSupervise_RecycleLifetimeAndRSS(t *testing.T) {
 		t.Run(tc.id, func(t *testing.T) {
 			s := Start(t, "--workers", "1", tc.flag, tc.value, "sup_app:app")
 			first := supServing(s)[1]
-			load := supStartLoad(t, s, 4, "/")
+			load := startLoad(t, s, 4, "/", loadOptions{})
 			supWaitLog(t, s, 10*time.Second, 1, "worker replaced", "cause", tc.cause)
 			if tc.cause == "max-rss" {
 				// The figure is exact, in KiB: it read "RSS 1 MiB > 1 MiB"
@@ -862,13 +713,6 @@ func TestSupervise_B28_QueuedInKernel(t *testing.T) {
 	if code := s.Wait(15 * time.Second); code != 0 {
 		t.Fatalf("exit status = %d; want 0", code)
 	}
-}
-
-// adminURL is s.Admin, read under the lock StartAsync writes it with.
-func (s *Server) adminURL() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.Admin
 }
 
 // supRecordTime is the time of a JSON log record.
@@ -1136,7 +980,7 @@ func TestSupervise_SIGHUPBrokenApp(t *testing.T) {
 	supWriteFile(t, appFile, app("v1"))
 	s := Start(t, "--workers", "2", "--app-dir", dir, "hup_app:app")
 	before := supServing(s)
-	load := supStartLoad(t, s, 4, "/")
+	load := startLoad(t, s, 4, "/", loadOptions{})
 
 	supWriteFile(t, appFile, app("v2")+"\nraise RuntimeError(\"hup_app: broken at import\")\n")
 	s.Signal(syscall.SIGHUP)

@@ -10,7 +10,6 @@ package tests
 
 import (
 	"bytes"
-	"compress/flate"
 	"encoding/binary"
 	"encoding/json"
 	"io"
@@ -24,54 +23,6 @@ import (
 	"unicode/utf8"
 )
 
-// rawFrame reads one server frame within d: its first byte (FIN, RSV,
-// opcode) and its payload.
-func rawFrame(r *rawWS, d time.Duration) (b0 byte, payload []byte, err error) {
-	r.SetReadDeadline(time.Now().Add(d))
-	var h [2]byte
-	if _, err = io.ReadFull(r.br, h[:]); err != nil {
-		return
-	}
-	n := uint64(h[1] & 0x7f)
-	switch n {
-	case 126:
-		var b [2]byte
-		if _, err = io.ReadFull(r.br, b[:]); err != nil {
-			return
-		}
-		n = uint64(binary.BigEndian.Uint16(b[:]))
-	case 127:
-		var b [8]byte
-		if _, err = io.ReadFull(r.br, b[:]); err != nil {
-			return
-		}
-		n = binary.BigEndian.Uint64(b[:])
-	}
-	payload = make([]byte, n)
-	_, err = io.ReadFull(r.br, payload)
-	return h[0], payload, err
-}
-
-// deflateMessage compresses p as one permessage-deflate message (RFC 7692
-// §7.2.1: a sync flush, without its final 00 00 ff ff).
-func deflateMessage(t testing.TB, p []byte) []byte {
-	var b bytes.Buffer
-	fw, _ := flate.NewWriter(&b, flate.BestSpeed)
-	fw.Write(p)
-	fw.Flush()
-	out := b.Bytes()
-	if !bytes.HasSuffix(out, []byte{0, 0, 0xff, 0xff}) {
-		t.Fatalf("flate sync flush %x lacks 00 00 ff ff", out)
-	}
-	return out[:len(out)-4]
-}
-
-// inflateMessage undoes deflateMessage (RFC 7692 §7.2.2).
-func inflateMessage(p []byte) ([]byte, error) {
-	fr := flate.NewReader(io.MultiReader(bytes.NewReader(p), bytes.NewReader([]byte{0, 0, 0xff, 0xff, 1, 0, 0, 0xff, 0xff})))
-	return io.ReadAll(fr)
-}
-
 // wantFailed reads the server's close frame and wants code, then the TCP
 // close (EOF) without our answering: the connection was failed.
 func wantFailed(t *testing.T, r *rawWS, code uint16) {
@@ -83,7 +34,7 @@ func wantFailed(t *testing.T, r *rawWS, code uint16) {
 	if !utf8.Valid(body[2:]) {
 		t.Errorf("close reason %q is not UTF-8", body[2:])
 	}
-	if _, _, err := rawFrame(r, 3*time.Second); err != io.EOF {
+	if _, _, err := r.readFrame(3 * time.Second); err != io.EOF {
 		t.Errorf("after the close frame: %v; want EOF (the server closes TCP)", err)
 	}
 }
@@ -98,17 +49,10 @@ func wantFailed(t *testing.T, r *rawWS, code uint16) {
 func TestWS_FrameViolations(t *testing.T) {
 	s := Start(t, "ws_echo:app")
 	const deflate = "Sec-WebSocket-Extensions: permessage-deflate\r\n"
-	mask := func(p []byte) []byte { // the mask rawWS.frame uses
-		out := make([]byte, len(p))
-		for i := range p {
-			out[i] = p[i] ^ []byte{1, 2, 3, 4}[i%4]
-		}
-		return out
-	}
 	cases := []violationCase{
 		{"len64-msb", "", func(r *rawWS) {
 			hdr := []byte{0x82, 0x80 | 127, 0x80, 0, 0, 0, 0, 0, 0, 5, 1, 2, 3, 4}
-			r.Write(append(hdr, mask([]byte("hello"))...))
+			r.Write(append(hdr, wsMask([]byte("hello"))...))
 		}, 1002, "TCP close without a close frame"},
 		{"len64-msb-after-a-message", "", func(r *rawWS) {
 			// the valid message before it reaches the app; nothing of
@@ -244,7 +188,7 @@ func TestWS_DeflateCorrupt(t *testing.T) {
 			}
 			// first a good compressed message: echoed, compressed
 			r.frame(true, 0x40|2, deflateMessage(t, []byte("good good good")))
-			b0, p, err := rawFrame(r, 3*time.Second)
+			b0, p, err := r.readFrame(3 * time.Second)
 			if err != nil || b0&0x40 == 0 {
 				t.Fatalf("echo %x %x, %v; want a compressed frame", b0, p, err)
 			}
@@ -317,7 +261,7 @@ func TestWS_DeflateNegotiation(t *testing.T) {
 			} else {
 				r.frame(true, 1, msg)
 			}
-			b0, p, err := rawFrame(r, 3*time.Second)
+			b0, p, err := r.readFrame(3 * time.Second)
 			if err != nil || b0&0x0f != 1 {
 				t.Fatalf("echo %x %q, %v", b0, p, err)
 			}

@@ -7,11 +7,9 @@ package tests
 // Apps: testapps/ws_echo.py, ws_cases.py, ws_fastapi.py.
 
 import (
-	"bufio"
 	"bytes"
 	"crypto/rand"
 	"crypto/sha256"
-	"encoding/base64"
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
@@ -30,153 +28,7 @@ import (
 	"github.com/gorilla/websocket"
 )
 
-// ---- helpers ----------------------------------------------------------------
-
-// wsURL is the ws:// URL of path on s.
-func wsURL(s *Server, path string) string { return "ws://" + s.Addr + path }
-
-// wsDial connects with gorilla's client.
-func wsDial(s *Server, path string, protocols ...string) (*websocket.Conn, *http.Response, error) {
-	d := websocket.Dialer{HandshakeTimeout: 5 * time.Second, Subprotocols: protocols}
-	return d.Dial(wsURL(s, path), nil)
-}
-
-// wsCloseCode reads until the connection ends and returns the close code
-// the server sent (websocket.CloseNoStatusReceived for a body-less close
-// frame, CloseAbnormalClosure when no close frame came), within d.
-func wsCloseCode(c *websocket.Conn, d time.Duration) (int, string, error) {
-	c.SetReadDeadline(time.Now().Add(d))
-	for {
-		_, _, err := c.ReadMessage()
-		if err == nil {
-			continue
-		}
-		if ce, ok := err.(*websocket.CloseError); ok {
-			return ce.Code, ce.Text, nil
-		}
-		return 0, "", err
-	}
-}
-
-// rawWS is a hand-driven client connection: the tests that must see or
-// shape frames on the wire use it.
-type rawWS struct {
-	net.Conn
-	br   *bufio.Reader
-	head string // the server's response head
-}
-
-// wsRaw sends an opening handshake for path with extra header lines and
-// reads the response head.
-func wsRaw(t testing.TB, addr, path, extra string) *rawWS {
-	t.Helper()
-	c := dialT(t, addr)
-	key := make([]byte, 16)
-	rand.Read(key)
-	req := "GET " + path + " HTTP/1.1\r\nHost: " + addr + "\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n" +
-		"Sec-WebSocket-Version: 13\r\nSec-WebSocket-Key: " + base64.StdEncoding.EncodeToString(key) + "\r\n" + extra + "\r\n"
-	if _, err := io.WriteString(c, req); err != nil {
-		t.Fatalf("write handshake: %v", err)
-	}
-	r := &rawWS{Conn: c, br: bufio.NewReader(c)}
-	c.SetReadDeadline(time.Now().Add(5 * time.Second))
-	for {
-		line, err := r.br.ReadString('\n')
-		if err != nil {
-			t.Fatalf("reading the handshake response: %v (so far %q)", err, r.head)
-		}
-		r.head += line
-		if line == "\r\n" {
-			break
-		}
-	}
-	if !strings.HasPrefix(r.head, "HTTP/1.1 101 ") {
-		t.Fatalf("handshake for %s = %q; want 101", path, r.head)
-	}
-	c.SetReadDeadline(time.Time{})
-	return r
-}
-
-// frame writes one masked client frame (RFC 6455 §5.2).
-func (r *rawWS) frame(fin bool, opcode byte, payload []byte) error {
-	var hdr []byte
-	b0 := opcode
-	if fin {
-		b0 |= 0x80
-	}
-	hdr = append(hdr, b0)
-	switch n := len(payload); {
-	case n < 126:
-		hdr = append(hdr, 0x80|byte(n))
-	case n < 1<<16:
-		hdr = append(hdr, 0x80|126, byte(n>>8), byte(n))
-	default:
-		hdr = append(hdr, 0x80|127)
-		hdr = binary.BigEndian.AppendUint64(hdr, uint64(n))
-	}
-	mask := []byte{1, 2, 3, 4}
-	hdr = append(hdr, mask...)
-	masked := make([]byte, len(payload))
-	for i := range payload {
-		masked[i] = payload[i] ^ mask[i%4]
-	}
-	_, err := r.Write(append(hdr, masked...))
-	return err
-}
-
-// next reads one server frame (unmasked) within d.
-func (r *rawWS) next(d time.Duration) (fin bool, opcode byte, payload []byte, err error) {
-	r.SetReadDeadline(time.Now().Add(d))
-	var h [2]byte
-	if _, err = io.ReadFull(r.br, h[:]); err != nil {
-		return
-	}
-	fin, opcode = h[0]&0x80 != 0, h[0]&0x0f
-	n := uint64(h[1] & 0x7f)
-	switch n {
-	case 126:
-		var b [2]byte
-		if _, err = io.ReadFull(r.br, b[:]); err != nil {
-			return
-		}
-		n = uint64(binary.BigEndian.Uint16(b[:]))
-	case 127:
-		var b [8]byte
-		if _, err = io.ReadFull(r.br, b[:]); err != nil {
-			return
-		}
-		n = binary.BigEndian.Uint64(b[:])
-	}
-	payload = make([]byte, n)
-	_, err = io.ReadFull(r.br, payload)
-	return
-}
-
-// closeFrame reads frames until a close frame and returns its body, or
-// an error (EOF without a close frame).
-func (r *rawWS) closeFrame(d time.Duration) ([]byte, error) {
-	for {
-		_, op, p, err := r.next(d)
-		if err != nil {
-			return nil, err
-		}
-		if op == 8 {
-			return p, nil
-		}
-	}
-}
-
-// getJSON fetches path on s into v.
-func getJSON(t testing.TB, s *Server, path string, v any) {
-	t.Helper()
-	code, body := s.Get(t, path)
-	if code != 200 {
-		t.Fatalf("GET %s = %d %q", path, code, body)
-	}
-	if err := json.Unmarshal([]byte(body), v); err != nil {
-		t.Fatalf("GET %s: %q: %v", path, body, err)
-	}
-}
+// ---- helpers (the WebSocket clients are in wsclient_test.go) -------------
 
 // wsNoTracebacks fails t if the server logged a traceback or an error.
 func wsNoTracebacks(t *testing.T, s *Server) {

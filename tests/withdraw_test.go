@@ -10,8 +10,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"regexp"
-	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -128,28 +126,6 @@ func holdThread(t *testing.T, s *Server, path string) <-chan time.Time {
 	}()
 	time.Sleep(300 * time.Millisecond) // the view has started (one thread: it was idle)
 	return done
-}
-
-// metricValue reads one counter from the admin /metrics (summed over
-// workers), -1 if absent.
-func metricValue(t *testing.T, s *Server, name string) float64 {
-	t.Helper()
-	resp, err := http.Get(s.adminURL() + "/metrics")
-	if err != nil {
-		t.Fatalf("GET /metrics: %v", err)
-	}
-	b, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	re := regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(name) + `(?:\{[^}]*\})? (\S+)$`)
-	sum, found := 0.0, false
-	for _, m := range re.FindAllStringSubmatch(string(b), -1) {
-		v, _ := strconv.ParseFloat(m[1], 64)
-		sum, found = sum+v, true
-	}
-	if !found {
-		return -1
-	}
-	return sum
 }
 
 // One thread held 2 s; 20 clients send GET /work?1 and leave after 0.3 s
