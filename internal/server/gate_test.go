@@ -15,6 +15,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"turnstile/internal/config"
 )
 
 // testGate returns a gate on a fresh 127.0.0.1 listener whose full
@@ -98,7 +100,7 @@ func TestGateModeFor(t *testing.T) {
 		{"bogus", 1, "off"},
 	} {
 		t.Setenv("TURNSTILE_GATE", tc.env)
-		if got := gateModeFor(tc.workers); got != tc.want {
+		if got := gateModeFor(config.ReadSwitches().Gate, tc.workers); got != tc.want {
 			t.Errorf("TURNSTILE_GATE=%q, %d workers: gateModeFor = %q; want %q", tc.env, tc.workers, got, tc.want)
 		}
 	}
