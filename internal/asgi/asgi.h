@@ -1,5 +1,22 @@
-/* asgi.h: the ASGI bridge shared by bridge.c (loop thread) and the Go
- * handler (handler goroutines). See doc.go for the flow.
+/* asgi.h: the ASGI bridge's declarations, shared by its C files and the
+ * Go handler (handler goroutines):
+ *
+ *   wakeq.c      the list + eventfd + need_wake hand-off (both directions)
+ *   queue.c      request slots, the loop queue's Go side, the ready list
+ *   channel.c    Channel: the loop's handle on a request (head, body, end)
+ *   send.c       send(): the Channel as the app's HTTP send callable
+ *   scope.c      the HTTP and WebSocket connection scopes
+ *   loop.c       the loop value (ts_loop), its thread and its drain
+ *   websocket.c  the loop's side of a WebSocket
+ *
+ * What is per loop and what is process-wide: a ts_loop holds its queue,
+ * its ready list, its thread, its watchdog heartbeat and its lifespan
+ * state; Go's asgi.Loop wraps one. The request slots (their free list
+ * here, their Go halves in handler.go's table) are a registry shared by
+ * every loop: a slot serves one request at a time, on the loop
+ * ts_asgi_begin names (s->loop). The _turnstile_asgi module, the Channel
+ * type, the interned strings and the _asgi.py module are created once
+ * per process (ts_asgi_setup, loop.c) and shared by the loops.
  */
 #ifndef TS_ASGI_H
 #define TS_ASGI_H
@@ -59,10 +76,45 @@ typedef struct ts_asgi_take_result {
     int ws_resume;        /* WebSocket: the app consumed enough, read on */
 } ts_asgi_take_result;
 
+/* ts_wakeq: a list handed from producers to one consumer that sleeps on
+ * an eventfd, which a producer writes only when the consumer has armed
+ * need_wake (wakeq.c, the protocol). Items link through a ts_wq_node. */
+typedef struct ts_wq_node {
+    struct ts_wq_node *next;
+} ts_wq_node;
+
+typedef struct ts_wakeq {
+    pthread_mutex_t mu;       /* guards head and tail */
+    ts_wq_node *head, *tail;
+    int fd;                   /* eventfd, non-blocking; -1 before init */
+    _Atomic int need_wake;    /* the consumer is (about to be) asleep */
+} ts_wakeq;
+
+/* ts_wakeq_init makes q empty with a fresh eventfd. 0, or -1 with errno. */
+int ts_wakeq_init(ts_wakeq *q);
+/* ts_wakeq_append_locked appends n; q->mu held. Then unlock and call
+ * ts_wakeq_wake. */
+void ts_wakeq_append_locked(ts_wakeq *q, ts_wq_node *n);
+/* ts_wakeq_wake writes the eventfd if the consumer armed need_wake. */
+void ts_wakeq_wake(ts_wakeq *q);
+/* ts_wakeq_push appends n and wakes the consumer. Any thread. */
+void ts_wakeq_push(ts_wakeq *q, ts_wq_node *n);
+/* ts_wakeq_take unlinks up to max items (max < 0: all) and returns them
+ * as a NULL-terminated chain, oldest first, or NULL. Consumer only. */
+ts_wq_node *ts_wakeq_take(ts_wakeq *q, int max);
+/* ts_wakeq_arm arms need_wake and re-checks the list: 1 when the consumer
+ * may sleep on the eventfd (the list was empty, or a producer already took
+ * the flag and wrote the eventfd), 0 when it must take again (an item
+ * came, and the flag was taken back before any producer saw it). */
+int ts_wakeq_arm(ts_wakeq *q);
+
+struct ts_loop;
+
 typedef struct ts_asgi_slot {
     int index;
-    int ready;                /* on the ready list (loop -> Go); __atomic */
-    struct ts_asgi_slot *ready_next;  /* guarded by bridge.c's rlock */
+    int ready;                /* on its loop's ready list (loop -> Go); __atomic */
+    ts_wq_node ready_link;    /* owned by the ready list while ready is set */
+    struct ts_loop *loop;     /* the loop serving the request; set by ts_asgi_begin */
     pthread_mutex_t mu;       /* guards everything below except req */
     uint32_t gen;             /* bumped by Go for each request */
     int refs;                 /* holders: Go (handler) and the loop (app task) */
@@ -103,13 +155,15 @@ typedef struct ts_asgi_slot {
 } ts_asgi_slot;
 
 ts_asgi_slot *ts_asgi_slot_new(int index);
-int ts_asgi_ready_open(void);
-int ts_asgi_ready_take(int *index, int max, int *armed);
+/* Go's dispatcher of loop: take up to max listed slots' indexes (queue.c). */
+int ts_asgi_ready_take(struct ts_loop *loop, int *index, int max, int *armed);
 int ts_asgi_reserve(ts_asgi_slot *s, size_t need);
-/* Go: start a request on a slot it holds (refs = 2). Returns the new gen. */
-uint32_t ts_asgi_begin(ts_asgi_slot *s);
-/* Go: push an event for slot s at generation gen. Returns 0 or -1 (stopping). */
-int ts_asgi_push(int type, ts_asgi_slot *s, uint32_t gen, const char *data, size_t len, int more);
+/* Go: start a request on loop on a slot it holds (refs = 2). Returns the new gen. */
+uint32_t ts_asgi_begin(struct ts_loop *loop, ts_asgi_slot *s);
+/* Go: push an event to loop for slot s at generation gen. Returns 0 or -1
+ * (stopping, or out of memory). */
+int ts_asgi_push(struct ts_loop *loop, int type, ts_asgi_slot *s, uint32_t gen, const char *data, size_t len,
+                 int more);
 /* Go: take the pending output and flags under the lock. */
 void ts_asgi_take(ts_asgi_slot *s, ts_asgi_take_result *r);
 /* Go: the taken output is written; push DRAINED if the loop waits. */
@@ -125,7 +179,7 @@ int ts_asgi_ws_push(ts_asgi_slot *s, uint32_t gen, const char *data, size_t len,
  * whole life. They grow again on demand. */
 void ts_asgi_ws_trim(ts_asgi_slot *s);
 
-/* Shared by bridge.c and websocket.c (loop thread unless noted). */
+/* Shared by the loop thread's files (loop thread unless noted). */
 typedef struct ts_channel {
     PyObject_HEAD
     ts_asgi_slot *slot;
@@ -141,7 +195,20 @@ typedef struct ts_channel {
 } ts_channel;
 int ts_channel_live(ts_channel *ch);
 void ts_asgi_signal(ts_asgi_slot *s);          /* wake the slot's Go side; any thread */
-size_t ts_asgi_write_buffer(void);
+size_t ts_asgi_write_buffer(ts_asgi_slot *s);  /* its loop's write_buffer */
+extern PyTypeObject *ts_channel_type;          /* channel.c */
+int ts_channel_setup(void);
+ts_channel *ts_channel_new(ts_asgi_slot *s, uint32_t gen);
+/* channel.c, for send.c: start_head, body_append and Channel.pathsend */
+int ts_start_head(ts_channel *ch, PyObject *status, PyObject *headers, int upgrade);
+int ts_body_append(ts_channel *ch, PyObject *data, int more);
+PyObject *ts_channel_pathsend(ts_channel *ch, PyObject *path);
+PyObject *ts_channel_call(ts_channel *ch, PyObject *args, PyObject *kwargs);  /* send.c */
+extern PyGetSetDef ts_channel_getset[];       /* send.c */
+int ts_send_setup(void);
+PyObject *ts_mod_http_setup(PyObject *mod, PyObject *exc);
+int ts_scope_setup(void);                      /* scope.c */
+PyObject *ts_build_scope(struct ts_loop *loop, ts_asgi_slot *s, int websocket);
 int ts_ws_setup(void);
 PyObject *ts_ws_message(const char *data, size_t len, int opcode);
 PyObject *ts_ws_disconnect(int code, const char *reason, size_t len);
@@ -149,7 +216,7 @@ PyObject *ts_ws_send(ts_channel *ch, PyObject *args);
 PyObject *ts_ws_close(ts_channel *ch, PyObject *args);
 PyObject *ts_ws_consumed(ts_channel *ch, PyObject *unused);
 
-/* The loop thread. */
+/* The loop: a value (Go's asgi.Loop holds one). */
 typedef struct ts_loop_config {
     const char *source;       /* python/turnstile/_asgi.py */
     const char *lifespan;     /* auto|on|off */
@@ -159,8 +226,40 @@ typedef struct ts_loop_config {
     int batch;                /* run the loop thread under SCHED_BATCH */
 } ts_loop_config;
 
+typedef struct ts_loop {
+    int index;                /* ts-loop-<index>; the watchdog's label */
+    uintptr_t handle;         /* Go's cgo.Handle of its *asgi.Loop (exports.go) */
+    ts_loop_config cfg;
+    size_t write_buffer;      /* cfg's, or 256 KiB */
+    ts_wakeq queue;           /* Go -> loop: ts_event items (queue.c) */
+    int stopping;             /* guarded by queue.mu: TS_EV_STOP was pushed */
+    ts_wakeq ready;           /* loop -> Go: slots, through ready_link (queue.c) */
+    /* The watchdog's view (read by Go without the GIL): the last time the
+     * loop turned (a drain), the longest a probe waited for it since the
+     * last read, and the probes drained. Monotonic nanoseconds. */
+    _Atomic int64_t heartbeat_ns;
+    _Atomic int64_t lag_ns;
+    _Atomic uint64_t probe_seq;
+    ts_thread thread;         /* the loop thread's (tstate read by the watchdog) */
+    PyObject *state;          /* lifespan state dict, or NULL; loop thread */
+} ts_loop;
+
+/* An event on a loop's queue (queue.c pushes, loop.c drains). */
+typedef struct ts_event {
+    ts_wq_node link;          /* first: a node is its event */
+    int type;
+    ts_asgi_slot *slot;
+    uint32_t gen;
+    int more;
+    size_t len;
+    char data[];
+} ts_event;
+
 int ts_asgi_setup(void);
-void ts_loop_read(int64_t *beat, int64_t *lag, uint64_t *seq, PyThreadState **tstate);
-int ts_loop_start(const ts_loop_config *cfg);
+/* ts_loop_new returns a loop (index, cfg copied, strings kept) with its
+ * two eventfds, or NULL with errno. Any thread; no GIL. */
+ts_loop *ts_loop_new(int index, const ts_loop_config *cfg, uintptr_t handle);
+void ts_loop_read(ts_loop *loop, int64_t *beat, int64_t *lag, uint64_t *seq, PyThreadState **tstate);
+int ts_loop_start(ts_loop *loop);
 
 #endif /* TS_ASGI_H */

@@ -4,30 +4,36 @@ package asgi
 // GIL released.
 
 /*
-#include <stddef.h>
+#include <stdint.h>
 */
 import "C"
 
-// go_ts_asgi_started reports the end of lifespan startup: ok, and a
+import "runtime/cgo"
+
+// loopOf is the Loop whose handle the loop thread passed (loop.c).
+func loopOf(h C.uintptr_t) *Loop { return cgo.Handle(h).Value().(*Loop) }
+
+// go_ts_asgi_started reports the end of loop h's lifespan startup: ok, and a
 // message (the loop's name, or why startup failed).
 //
 //export go_ts_asgi_started
-func go_ts_asgi_started(ok C.int, msg *C.char, n C.int) {
-	loop.started <- startResult{ok: ok != 0, msg: C.GoStringN(msg, n)}
+func go_ts_asgi_started(h C.uintptr_t, ok C.int, msg *C.char, n C.int) {
+	loopOf(h).started <- startResult{ok: ok != 0, msg: C.GoStringN(msg, n)}
 }
 
-// go_ts_asgi_stopped reports that the loop thread has finished (msg is nil
+// go_ts_asgi_stopped reports that loop h's thread has finished (msg is nil
 // on a clean stop, else the failure).
 //
 //export go_ts_asgi_stopped
-func go_ts_asgi_stopped(msg *C.char, n C.int) {
+func go_ts_asgi_stopped(h C.uintptr_t, msg *C.char, n C.int) {
+	l := loopOf(h)
 	text := ""
 	if msg != nil {
 		text = C.GoStringN(msg, n)
 	}
 	select {
-	case loop.started <- startResult{ok: false, crashed: true, msg: text}:
+	case l.started <- startResult{ok: false, crashed: true, msg: text}:
 	default:
 	}
-	loop.stopped <- text
+	l.stopped <- text
 }

@@ -37,9 +37,11 @@ type Result struct {
 	Bytes    int64 // body bytes sent (http1.ResponseWriter.Written)
 }
 
-// Handler serves an ASGI app's HTTP requests on the loop thread: an
-// http1.Handler. Start the loop (StartLoop) before serving.
+// Handler serves an ASGI app's HTTP requests on a loop thread: an
+// http1.Handler. Start the loop (Loop.Start) before serving.
 type Handler struct {
+	// Loop is the event loop the requests run on. Required.
+	Loop *Loop
 	// RootPath is the ASGI root_path (the mount prefix). Default "".
 	RootPath string
 	Logger   *slog.Logger
@@ -72,6 +74,9 @@ type slot struct {
 	bodyEOF bool
 }
 
+// slots is the registry of request slots, shared by every loop: a slot
+// serves one request at a time, on the loop its ts_asgi_begin names
+// (s.c.loop).
 var slots struct {
 	mu  sync.Mutex
 	all []*slot // by the C slot's index
@@ -83,9 +88,6 @@ func getSlot() (*slot, error) {
 		s := slots.all[cs.index]
 		slots.mu.Unlock()
 		return s, nil
-	}
-	if err := startDispatcher(); err != nil {
-		return nil, err
 	}
 	slots.mu.Lock()
 	defer slots.mu.Unlock()
@@ -112,7 +114,7 @@ func (h *Handler) logger() *slog.Logger {
 
 var unavailable = []byte("Service Unavailable\n")
 
-// ServeHTTP1 runs one HTTP request through the loop (bridge.c, "Notes
+// ServeHTTP1 runs one HTTP request through the loop (queue.c, "Notes
 // about the implementation").
 func (h *Handler) ServeHTTP1(w *http1.ResponseWriter, r *http1.Request) {
 	if websocket.IsUpgrade(r) {
@@ -133,7 +135,7 @@ func (h *Handler) ServeHTTP1(w *http1.ResponseWriter, r *http1.Request) {
 		w.WriteSimple(503, "text/plain; charset=utf-8", unavailable, []byte("Retry-After: 1\r\n"))
 		return
 	}
-	gen := C.ts_asgi_begin(s.c)
+	gen := C.ts_asgi_begin(h.Loop.c, s.c)
 	defer C.ts_asgi_release(s.c)
 	s.rec.Begin(start, r.Method, r.Path)
 	defer s.rec.End()
@@ -167,12 +169,14 @@ func (h *Handler) ServeHTTP1(w *http1.ResponseWriter, r *http1.Request) {
 	s.c.body_done = boolInt(bodyDone)
 
 	// 2. Hand it to the loop; from here the client leaving is an event.
-	if C.ts_asgi_push(C.TS_EV_NEW, s.c, gen, nil, 0, 0) != 0 {
+	if C.ts_asgi_push(h.Loop.c, C.TS_EV_NEW, s.c, gen, nil, 0, 0) != 0 {
 		status = 503
 		w.WriteSimple(503, "text/plain; charset=utf-8", unavailable, []byte("Retry-After: 1\r\n"))
 		return
 	}
-	disconnect := func() { C.ts_asgi_push(C.TS_EV_DISCONNECT, s.c, gen, nil, 0, 0) }
+	// A late call, after the slot moved on, goes to the slot's loop then,
+	// which drops it by its gen.
+	disconnect := func() { C.ts_asgi_push(s.c.loop, C.TS_EV_DISCONNECT, s.c, gen, nil, 0, 0) }
 	// The client leaving is watched for only once the app waits for it
 	// (a receive() after the whole body, which asks through want_body):
 	// watching every request costs a goroutine and a wake-up each, and an
@@ -314,7 +318,7 @@ func (s *slot) readBody(w *http1.ResponseWriter, r *http1.Request, gen C.uint32_
 		if n > 0 {
 			p = (*C.char)(unsafe.Pointer(&s.buf[0]))
 		}
-		C.ts_asgi_push(C.TS_EV_BODY, s.c, gen, p, C.size_t(n), more)
+		C.ts_asgi_push(s.c.loop, C.TS_EV_BODY, s.c, gen, p, C.size_t(n), more)
 		if more == 0 {
 			s.bodyEOF = true
 		}

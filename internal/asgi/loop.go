@@ -10,6 +10,9 @@ import "C"
 
 import (
 	"errors"
+	"fmt"
+	"os"
+	"runtime/cgo"
 	"strings"
 	"time"
 	"unsafe"
@@ -18,14 +21,15 @@ import (
 )
 
 // AfterLoad is the C hook to pass in python.Config.AfterLoad: it creates
-// the bridge's module, types and interned strings.
+// what every loop of the process shares, once: the bridge's module, types
+// and interned strings (loop.c, ts_asgi_setup).
 var AfterLoad = unsafe.Pointer(C.ts_asgi_setup)
 
 func init() {
 	C.ts_asgi_set_source(C.CString(pysrc.ASGI)) // kept for the process's life
 }
 
-// LoopConfig configures the event loop thread.
+// LoopConfig configures an event loop thread.
 type LoopConfig struct {
 	Lifespan        string // auto, on or off (ASGI Lifespan)
 	Loop            string // auto, asyncio or uvloop
@@ -44,40 +48,70 @@ type startResult struct {
 	msg     string
 }
 
-var loop = struct {
+// Loop is one asyncio event loop on its own Python thread (ts-loop-N) and
+// what is its own: the queue Go pushes requests on, the ready list it
+// answers on (ready.go), its watchdog heartbeat (watch.go), the requests
+// in flight on it, its lifespan state. A worker makes one with NewLoop
+// and hands it to the Handler that serves on it; the request slots and
+// the WebSocket registry are shared by every loop of the process
+// (handler.go, websocket.go).
+type Loop struct {
+	c       *C.ts_loop // C memory: a loop lives as long as the process
+	index   int
+	handle  cgo.Handle // held by c for the exports (exports.go)
 	started chan startResult
 	stopped chan string
-}{make(chan startResult, 1), make(chan string, 1)}
+}
 
-// StopMargin is the part of StopLoop's timeout kept for cancelling the
-// WebSocket apps that outlive the rest and for lifespan shutdown.
-const StopMargin = time.Second
-
-// ErrStartupFailed is returned by StartLoop when lifespan startup failed
-// (lifespan.startup.failed, or an exception with --lifespan on).
-var ErrStartupFailed = errors.New("asgi: lifespan startup failed")
-
-// StartLoop starts the event loop thread (ts-loop-0) and runs lifespan
-// startup; it returns when the loop serves, with the loop's name
-// ("asyncio" or "uvloop"), or with an error wrapping ErrStartupFailed and
-// the app's message. Call after python.Start loaded an ASGI app.
-//
-// Under cfg.Batch the loop thread runs under SCHED_BATCH (no wake-up
-// preemption of the Go thread that pushes it a request; docs/design.md).
-// The executor's threads and any thread the app starts from the loop
-// inherit SCHED_BATCH.
-func StartLoop(cfg LoopConfig) (string, error) {
+// NewLoop makes loop number index (its thread is ts-loop-<index>, its
+// metrics label loop="<index>") with its queue and ready list, and starts
+// its ready list's dispatcher goroutine. Start runs it. It fails only when
+// the process is out of file descriptors or memory.
+func NewLoop(index int, cfg LoopConfig) (*Loop, error) {
+	l := &Loop{index: index, started: make(chan startResult, 1), stopped: make(chan string, 1)}
+	l.handle = cgo.NewHandle(l)
 	c := C.ts_loop_config{
-		lifespan:         C.CString(cfg.Lifespan),
+		lifespan:         C.CString(cfg.Lifespan), // kept for the loop's life
 		loop:             C.CString(cfg.Loop),
 		executor_threads: C.int(cfg.ExecutorThreads),
 		write_buffer:     C.size_t(cfg.WriteBufferBytes),
 		batch:            boolInt(cfg.Batch),
 	}
-	if rc, err := C.ts_loop_start(&c); rc != 0 {
+	cl, err := C.ts_loop_new(C.int(index), &c, C.uintptr_t(l.handle))
+	if cl == nil {
+		l.handle.Delete()
+		return nil, fmt.Errorf("asgi: event loop %d: %w", index, err)
+	}
+	l.c = cl
+	go l.dispatch(os.NewFile(uintptr(cl.ready.fd), fmt.Sprintf("asgi-ready-%d", index)))
+	return l, nil
+}
+
+// Index is the loop's number, as NewLoop got it.
+func (l *Loop) Index() int { return l.index }
+
+// StopMargin is the part of Stop's timeout kept for cancelling the
+// WebSocket apps that outlive the rest and for lifespan shutdown.
+const StopMargin = time.Second
+
+// ErrStartupFailed is returned by Start when lifespan startup failed
+// (lifespan.startup.failed, or an exception with --lifespan on).
+var ErrStartupFailed = errors.New("asgi: lifespan startup failed")
+
+// Start starts the event loop thread (ts-loop-<index>) and runs lifespan
+// startup; it returns when the loop serves, with the loop's name
+// ("asyncio" or "uvloop"), or with an error wrapping ErrStartupFailed and
+// the app's message. Call once, after python.Start loaded an ASGI app.
+//
+// Under LoopConfig.Batch the loop thread runs under SCHED_BATCH (no
+// wake-up preemption of the Go thread that pushes it a request;
+// docs/design.md). The executor's threads and any thread the app starts
+// from the loop inherit SCHED_BATCH.
+func (l *Loop) Start() (string, error) {
+	if rc, err := C.ts_loop_start(l.c); rc != 0 {
 		return "", err
 	}
-	r := <-loop.started
+	r := <-l.started
 	if r.crashed {
 		// One clear line (the exception's last line, e.g. "--loop uvloop:
 		// uvloop is not installed"); the traceback is in the error too.
@@ -90,7 +124,7 @@ func StartLoop(cfg LoopConfig) (string, error) {
 	return r.msg, nil
 }
 
-// LoopError is returned by StartLoop when the event loop could not start
+// LoopError is returned by Start when the event loop could not start
 // (bad --loop, an import error in the loop's setup).
 type LoopError struct{ Line, Traceback string }
 
@@ -102,7 +136,7 @@ type StartupError struct{ Message string }
 func (e *StartupError) Error() string { return "asgi: lifespan startup failed: " + e.Message }
 func (e *StartupError) Unwrap() error { return ErrStartupFailed }
 
-// StopLoop runs lifespan shutdown and stops the loop, waiting at most
+// Stop runs lifespan shutdown and stops the loop, waiting at most
 // timeout. It reports whether the loop stopped.
 //
 // WebSockets go first (ASGI: websocket.disconnect is always delivered;
@@ -110,15 +144,17 @@ func (e *StartupError) Unwrap() error { return ErrStartupFailed }
 // sent before its close frame, then a websocket.disconnect (websocket.go,
 // "Server stop"); the connections get until timeout - StopMargin to
 // finish their closing handshake, and the apps still running then get the
-// rest of that time to return before they are cancelled.
-func StopLoop(timeout time.Duration) bool {
+// rest of that time to return before they are cancelled. The WebSockets
+// closed and waited for are all the process's (websocket.go's registry is
+// shared by the loops): a worker stops its loops together.
+func (l *Loop) Stop(timeout time.Duration) bool {
 	start := time.Now()
 	CloseWebSockets()
 	waitWebSockets(start.Add(timeout - StopMargin))
 	appWait := max(timeout-StopMargin-time.Since(start), 0)
-	C.ts_asgi_push(C.TS_EV_STOP, nil, 0, nil, 0, C.int(appWait.Milliseconds()))
+	C.ts_asgi_push(l.c, C.TS_EV_STOP, nil, 0, nil, 0, C.int(appWait.Milliseconds()))
 	select {
-	case <-loop.stopped:
+	case <-l.stopped:
 		return true
 	case <-time.After(timeout):
 		return false

@@ -10,7 +10,7 @@ import (
 	"unsafe"
 )
 
-// Heartbeat is what the watchdog reads of the loop, without the GIL.
+// Heartbeat is what the watchdog reads of a loop, without the GIL.
 type Heartbeat struct {
 	Beat   int64  // monotonic ns (python.Now's clock) the loop last turned
 	Lag    int64  // ns: the longest a probe waited for the loop since the previous read
@@ -20,12 +20,12 @@ type Heartbeat struct {
 
 // ReadHeartbeat returns the loop's heartbeat. Beat is 0 before the loop
 // started. It consumes Lag: one reader only (the watchdog).
-func ReadHeartbeat() Heartbeat {
+func (l *Loop) ReadHeartbeat() Heartbeat {
 	var h Heartbeat
 	var beat, lag C.int64_t
 	var seq C.uint64_t
 	var ts *C.PyThreadState
-	C.ts_loop_read(&beat, &lag, &seq, &ts)
+	C.ts_loop_read(l.c, &beat, &lag, &seq, &ts)
 	h.Beat, h.Lag, h.Probes, h.TState = int64(beat), int64(lag), uint64(seq), unsafe.Pointer(ts)
 	return h
 }
@@ -34,26 +34,31 @@ func ReadHeartbeat() Heartbeat {
 // heartbeat moves and the time it waited becomes the loop lag. The Go
 // watchdog calls it every 50 ms; a blocked loop leaves it queued.
 // It reports whether the probe was queued (not when the loop is stopping).
-func PushProbe() bool {
+func (l *Loop) PushProbe() bool {
 	now := int64(C.ts_now_ns())
-	return C.ts_asgi_push(C.TS_EV_PROBE, nil, 0, (*C.char)(unsafe.Pointer(&now)), C.size_t(unsafe.Sizeof(now)), 0) == 0
+	return C.ts_asgi_push(l.c, C.TS_EV_PROBE, nil, 0, (*C.char)(unsafe.Pointer(&now)), C.size_t(unsafe.Sizeof(now)), 0) == 0
 }
 
-// InFlight is one request running on the loop.
+// InFlight is one request running on a loop.
 type InFlight struct {
 	Method, Path string
 	Start        time.Time
 }
 
 // Requests returns the requests in flight on the loop, oldest first.
-func Requests() []InFlight {
+func (l *Loop) Requests() []InFlight {
 	slots.mu.Lock()
 	all := slots.all
 	slots.mu.Unlock()
 	var out []InFlight
 	for _, s := range all { // slots are never freed: all stays valid
 		s.rec.Read(func(method, path []byte, start time.Time) {
-			out = append(out, InFlight{Method: string(method), Path: string(path), Start: start})
+			// The slot's loop was set (ts_asgi_begin) before the record
+			// began, and stays while it is active: a slot serves one
+			// request at a time, on any loop.
+			if s.c.loop == l.c {
+				out = append(out, InFlight{Method: string(method), Path: string(path), Start: start})
+			}
 		})
 	}
 	for i := 1; i < len(out); i++ {

@@ -3,7 +3,7 @@
  * Notes about the implementation
  * ------------------------------
  * Go owns the framing, ping/pong, limits and the close handshake; only
- * messages cross. A WebSocket uses the request slot of bridge.c:
+ * messages cross. A WebSocket uses the request slot of queue.c:
  *
  *   handshake   TS_EV_WS_NEW carries the websocket scope. The app's answer
  *               goes through Channel.start: status 101 with upgrade set
@@ -125,7 +125,7 @@ append_record(ts_asgi_slot *s, int kind, const char *a, size_t alen, const char 
         memcpy(p + TS_WS_RECORD_HDR + alen, b, blen);
     }
     s->out_len += TS_WS_RECORD_HDR + n;
-    wait = s->out_len > ts_asgi_write_buffer();
+    wait = s->out_len > ts_asgi_write_buffer(s);
     if (wait) {
         s->drain_wait = 1;
     }
@@ -276,7 +276,7 @@ ts_asgi_ws_push(ts_asgi_slot *s, uint32_t gen, const char *data, size_t len, int
         s->ws_read_wait = 1;
     }
     pthread_mutex_unlock(&s->mu);
-    if (ts_asgi_push(TS_EV_WS_MSG, s, gen, data, len, opcode) < 0) {
+    if (ts_asgi_push(s->loop, TS_EV_WS_MSG, s, gen, data, len, opcode) < 0) {
         return -1;
     }
     return full;

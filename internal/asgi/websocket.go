@@ -52,7 +52,7 @@ package asgi
 //     code the client echoed.
 //   - Bounds: the closing handshake's read deadline (5 s) and, when the
 //     queue is full, 1 s without the app reading: then the disconnect
-//     goes after what is queued and the rest is dropped. StopLoop bounds
+//     goes after what is queued and the rest is dropped. Loop.Stop bounds
 //     it all by --graceful-timeout.
 //   - What the app sends after the close frame is dropped (RFC 6455
 //     §5.5.1); send() does not raise while the app reads its way to the
@@ -113,7 +113,7 @@ func (h *Handler) serveWebSocket(w *http1.ResponseWriter, r *http1.Request) {
 		w.WriteSimple(503, "text/plain; charset=utf-8", unavailable, []byte("Retry-After: 1\r\n"))
 		return
 	}
-	gen := C.ts_asgi_begin(s.c)
+	gen := C.ts_asgi_begin(h.Loop.c, s.c)
 	held := true // Go's hold on the slot, passed to the session on accept
 	defer func() {
 		if held {
@@ -142,7 +142,7 @@ func (h *Handler) serveWebSocket(w *http1.ResponseWriter, r *http1.Request) {
 	s.c.body_off, s.c.body_len, s.c.body_done = 0, 0, 1
 	s.c.ws_max_queue = C.int(cfg.MaxQueue)
 	s.block = nil // the scratch buffer would stay pinned by a long session
-	if C.ts_asgi_push(C.TS_EV_WS_NEW, s.c, gen, nil, 0, 0) != 0 {
+	if C.ts_asgi_push(h.Loop.c, C.TS_EV_WS_NEW, s.c, gen, nil, 0, 0) != 0 {
 		status = 503
 		w.WriteSimple(503, "text/plain; charset=utf-8", unavailable, []byte("Retry-After: 1\r\n"))
 		return
@@ -238,7 +238,7 @@ func pushClose(s *slot, gen C.uint32_t, code int, reason string) {
 	if reason != "" {
 		p = (*C.char)(unsafe.Pointer(unsafe.StringData(reason)))
 	}
-	C.ts_asgi_push(C.TS_EV_WS_CLOSE, s.c, gen, p, C.size_t(len(reason)), C.int(code))
+	C.ts_asgi_push(s.c.loop, C.TS_EV_WS_CLOSE, s.c, gen, p, C.size_t(len(reason)), C.int(code)) // a late one: dropped by gen
 }
 
 // ---- the session -----------------------------------------------------------

@@ -23,14 +23,15 @@ import (
 // activeWatchdog is the running watchdog, for /readyz and /debug/stalls.
 var activeWatchdog atomic.Pointer[watchdog.Watchdog]
 
-// startWatchdog starts the loop watchdog (ASGI) and the slow-request
-// sampler (WSGI), and registers the loop's metrics for an ASGI worker (a
-// WSGI worker has no loop: it exports none of them).
-func startWatchdog(kind string, cfg *config.Config, log *slog.Logger, m *metrics) *watchdog.Watchdog {
+// startWatchdog starts the loop watchdog (ASGI: loop is the worker's
+// event loop) and the slow-request sampler (WSGI: loop is nil), and
+// registers the loop's metrics for an ASGI worker (a WSGI worker has no
+// loop: it exports none of them).
+func startWatchdog(loop *asgi.Loop, cfg *config.Config, log *slog.Logger, m *metrics) *watchdog.Watchdog {
 	wd := &watchdog.Watchdog{
 		StallThreshold: cfg.LoopStallThreshold,
 		SlowRequest:    cfg.SlowRequestThreshold,
-		Loop:           kind == "asgi",
+		Loop:           loop,
 		Log:            log,
 	}
 	if wd.StallThreshold < 0 {
@@ -39,12 +40,12 @@ func startWatchdog(kind string, cfg *config.Config, log *slog.Logger, m *metrics
 	if wd.SlowRequest < 0 {
 		wd.SlowRequest = 0
 	}
-	if wd.Loop && cfg.Timeout > 0 && (wd.StallThreshold == 0 || wd.StallThreshold > cfg.Timeout) {
+	if wd.Loop != nil && cfg.Timeout > 0 && (wd.StallThreshold == 0 || wd.StallThreshold > cfg.Timeout) {
 		// --timeout on ASGI is a loop that has not turned for that long
 		// (track.go): the loop is watched, at the timeout at the latest.
 		wd.StallThreshold = cfg.Timeout
 	}
-	if m != nil && wd.Loop { // the loop's lag and stalls: an ASGI worker's only
+	if m != nil && wd.Loop != nil { // the loop's lag and stalls: an ASGI worker's only
 		m.reg.MustRegister(wd.Collectors()...)
 	}
 	if wd.StallThreshold == 0 && wd.SlowRequest == 0 {
@@ -99,7 +100,7 @@ func startInterface(kind string, cfg *config.Config, log *slog.Logger, m *metric
 				}
 			}
 		}
-		wd := startWatchdog(kind, cfg, log, m)
+		wd := startWatchdog(nil, cfg, log, m)
 		stop := func(deadline time.Time) {
 			wd.Stop()
 			if !python.StopPool(time.Until(deadline) + workerctl.StopGrace) {
@@ -110,9 +111,15 @@ func startInterface(kind string, cfg *config.Config, log *slog.Logger, m *metric
 		}
 		return h, stop, nil
 	case "asgi":
-		loopName, err := asgi.StartLoop(asgi.LoopConfig{
+		// The worker's one event loop: the only place that knows how many
+		// there are.
+		loop, err := asgi.NewLoop(0, asgi.LoopConfig{
 			Lifespan: cfg.Lifespan, Loop: cfg.Loop, ExecutorThreads: cfg.ExecutorThreads, Batch: cfg.Switches.LoopBatch,
 		})
+		if err != nil {
+			return nil, nil, err
+		}
+		loopName, err := loop.Start()
 		if err != nil {
 			var se *asgi.StartupError
 			if errors.As(err, &se) {
@@ -121,7 +128,7 @@ func startInterface(kind string, cfg *config.Config, log *slog.Logger, m *metric
 			return nil, nil, err
 		}
 		log.Info("event loop running", "loop", loopName, "lifespan", cfg.Lifespan)
-		h := &asgi.Handler{RootPath: cfg.RootPath, Logger: log, WebSocket: websocket.Config{
+		h := &asgi.Handler{Loop: loop, RootPath: cfg.RootPath, Logger: log, WebSocket: websocket.Config{
 			MaxSizeBytes:      cfg.WSMaxSizeBytes,
 			MaxQueue:          cfg.WSMaxQueue,
 			PingInterval:      cfg.WSPingInterval,
@@ -139,10 +146,10 @@ func startInterface(kind string, cfg *config.Config, log *slog.Logger, m *metric
 				}
 			}
 		}
-		wd := startWatchdog(kind, cfg, log, m)
+		wd := startWatchdog(loop, cfg, log, m)
 		stop := func(deadline time.Time) {
 			wd.Stop()
-			if !asgi.StopLoop(time.Until(deadline) + workerctl.StopGrace) {
+			if !loop.Stop(time.Until(deadline) + workerctl.StopGrace) {
 				log.Warn("event loop still running at exit")
 				return
 			}

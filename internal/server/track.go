@@ -8,7 +8,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"turnstile/internal/asgi"
 	"turnstile/internal/config"
 	"turnstile/internal/http1"
 	"turnstile/internal/python"
@@ -133,7 +132,7 @@ func (t *tracker) watch() {
 // is replaced. It returns whether the current stall was reported.
 func (t *tracker) watchLoop(reported bool) bool {
 	wd := activeWatchdog.Load()
-	if wd == nil {
+	if wd == nil || wd.Loop == nil {
 		return false
 	}
 	age := wd.Stalled()
@@ -144,11 +143,11 @@ func (t *tracker) watchLoop(reported bool) bool {
 		return reported
 	}
 	var reqs []string
-	for _, r := range asgi.Requests() {
+	for _, r := range wd.Loop.Requests() {
 		reqs = append(reqs, r.Method+" "+r.Path+" ("+time.Since(r.Start).Round(time.Millisecond).String()+")")
 	}
 	stack := ""
-	if h := asgi.ReadHeartbeat(); h.TState != nil {
+	if h := wd.Loop.ReadHeartbeat(); h.TState != nil {
 		stack = joinFrames(python.SampleStack(h.TState))
 	}
 	t.log.Warn("event loop blocked past --timeout; replacing this worker gracefully",

@@ -28,6 +28,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -102,8 +103,9 @@ type Watchdog struct {
 	// SlowRequest: a WSGI request running this long has its stack logged.
 	// Zero disables.
 	SlowRequest time.Duration
-	Loop        bool // an event loop runs (ASGI)
-	Log         *slog.Logger
+	// Loop is the event loop watched (ASGI); nil when there is none (WSGI).
+	Loop *asgi.Loop
+	Log  *slog.Logger
 
 	lag        prometheus.Histogram
 	stallSecs  prometheus.Counter
@@ -149,6 +151,9 @@ func (w *Watchdog) init() {
 		return
 	}
 	labels := prometheus.Labels{"loop": "0"}
+	if w.Loop != nil {
+		labels["loop"] = strconv.Itoa(w.Loop.Index())
+	}
 	w.lag = prometheus.NewHistogram(prometheus.HistogramOpts{
 		Name: "turnstile_loop_lag_seconds", Help: "How late the event loop's 50 ms probe ran.",
 		ConstLabels: labels, Buckets: prometheus.ExponentialBuckets(0.0005, 2, 14),
@@ -227,17 +232,17 @@ func (w *Watchdog) run() {
 		}
 		now := time.Now()
 		wait := time.Hour
-		if w.Loop {
+		if w.Loop != nil {
 			if now.Sub(lastProbe) >= w.probeEvery {
 				lastProbe = now
 				at := python.Now()
-				if asgi.PushProbe() {
+				if w.Loop.PushProbe() {
 					pushedAt[pushed%uint64(len(pushedAt))] = at
 					pushed++
 				}
 			}
 			wait = min(wait, w.probeEvery-now.Sub(lastProbe))
-			h := asgi.ReadHeartbeat()
+			h := w.Loop.ReadHeartbeat()
 			wasStalled := w.Stalled() > 0
 			if h.Probes != lastProbes || h.Lag > 0 {
 				// One observation per read: the longest lag of the
@@ -284,11 +289,11 @@ func (w *Watchdog) run() {
 // probe drained after waiting lag past the threshold. The stall lasted at
 // least lag; no stack was sampled.
 func (w *Watchdog) unseen(lag time.Duration) {
-	st := Stall{Start: time.Now().Add(-lag), DurationMS: float64(lag.Microseconds()) / 1000}
+	st := Stall{Loop: w.Loop.Index(), Start: time.Now().Add(-lag), DurationMS: float64(lag.Microseconds()) / 1000}
 	w.mu.Lock()
 	w.keepLocked(st, lag)
 	w.mu.Unlock()
-	w.Log.Warn("event loop stalled (seen after it ended: no stack sampled)", "loop", 0,
+	w.Log.Warn("event loop stalled (seen after it ended: no stack sampled)", "loop", st.Loop,
 		"duration_ms", st.DurationMS, "samples", 0)
 }
 
@@ -357,7 +362,7 @@ func (w *Watchdog) checkLoop(h asgi.Heartbeat, pending time.Duration) {
 		}
 		if len(frames) > 0 {
 			key := stackKey(frames)
-			reqs := asgi.Requests()
+			reqs := w.Loop.Requests()
 			w.mu.Lock()
 			if len(reqs) > 0 {
 				cur.requests = nil
@@ -386,7 +391,7 @@ func (w *Watchdog) checkLoop(h asgi.Heartbeat, pending time.Duration) {
 
 // summary builds the Stall record. Called with w.mu held.
 func (w *Watchdog) summary(cur *stallState, dur time.Duration, ongoing bool) Stall {
-	st := Stall{Start: cur.start, DurationMS: float64(dur.Microseconds()) / 1000, Samples: cur.samples, Ongoing: ongoing}
+	st := Stall{Loop: w.Loop.Index(), Start: cur.start, DurationMS: float64(dur.Microseconds()) / 1000, Samples: cur.samples, Ongoing: ongoing}
 	if !ongoing && len(cur.requests) > 0 {
 		// The stall is over: the request that blocked the loop has
 		// usually finished with it, and what is in flight now are the
@@ -394,7 +399,7 @@ func (w *Watchdog) summary(cur *stallState, dur time.Duration, ongoing bool) Sta
 		// lasted (sampled, oldest first: the blocker leads).
 		st.Requests = cur.requests
 	} else {
-		for _, r := range asgi.Requests() {
+		for _, r := range w.Loop.Requests() {
 			st.Requests = append(st.Requests, Request{Method: r.Method, Path: r.Path, AgeMS: float64(time.Since(r.Start).Microseconds()) / 1000})
 		}
 		if len(st.Requests) > 0 {
@@ -436,7 +441,7 @@ func (w *Watchdog) logStall(msg string, st Stall) {
 		}
 		reqs = append(reqs, fmt.Sprintf("%s %s (%.0f ms)", r.Method, r.Path, r.AgeMS))
 	}
-	args := []any{"loop", 0, "duration_ms", st.DurationMS, "samples", st.Samples,
+	args := []any{"loop", st.Loop, "duration_ms", st.DurationMS, "samples", st.Samples,
 		"requests", strings.Join(reqs, "; "), "stack", strings.Join(st.Stack, "\n")}
 	if st.GILHolderThread != 0 {
 		args = append(args, "waiting_for_gil", true, "gil_holder_thread", st.GILHolderThread,

@@ -1,11 +1,12 @@
-"""ASGI on the loop thread (ts-loop-0): the HTTP and lifespan protocols.
+"""ASGI on a loop thread (ts-loop-N): the HTTP and lifespan protocols.
 
-Loaded from the binary (python/embed.go) by internal/asgi's bridge.c, which
-calls run() on the loop thread. Go pushes events on a C-side queue and the
-loop drains them in one add_reader callback (_drain); this module turns them
-into ASGI messages. The C object ``Channel`` (one per request) hands the
-app's messages to Go without blocking; for HTTP it is the app's send
-callable: see internal/asgi/bridge.c.
+Loaded from the binary (python/embed.go) by internal/asgi's loop.c, once
+per process, which calls run() on each loop thread with that loop's
+LoopBridge. Go pushes events on the loop's C-side queue and the loop drains
+them in one add_reader callback (drain); this module turns them into ASGI
+messages. The C object ``Channel`` (one per request) hands the app's
+messages to Go without blocking; for HTTP it is the app's send callable:
+see internal/asgi/channel.c and send.c.
 
 Names follow the ASGI spec (HTTP & WebSocket 2.4, WebSocket 2.5 with the
 disconnect reason, Lifespan 2.0). WebSockets: Go owns the protocol (framing,
@@ -63,7 +64,7 @@ class _DrainWait:
 class HTTPCycle(_DrainWait):
     """One HTTP request: the app's receive callable and the events Go sends.
 
-    The app's send callable is the C Channel itself (bridge.c, "send()"):
+    The app's send callable is the C Channel itself (send.c):
     it validates each message, hands it to Go and returns a finished
     awaitable; it holds the started/complete/disconnected state and calls
     back here only to wait for Go to drain (_drain_wait) and to end a
@@ -561,9 +562,13 @@ def _new_loop(kind):
     return asyncio.new_event_loop(), "asyncio"
 
 
-def run(app, lifespan_mode, loop_kind, executor_threads, write_buffer):
-    """Run the loop until a STOP event; called by bridge.c on ts-loop-0."""
+def run(bridge, app, lifespan_mode, loop_kind, executor_threads, write_buffer):
+    """Run the loop until a STOP event; called by loop.c on ts-loop-N.
+
+    bridge is the loop's LoopBridge (loop.c): its queue (drain, fd), the
+    end of its lifespan startup (started) and its lifespan state."""
     _bridge.http_setup(ClientDisconnected)
+    bridge_drain = bridge.drain
     loop, loop_name = _new_loop(loop_kind)
     asyncio.set_event_loop(loop)
     executor = ParkedExecutor(executor_threads)
@@ -571,7 +576,7 @@ def run(app, lifespan_mode, loop_kind, executor_threads, write_buffer):
     stopping = []
 
     def drain():
-        for ev in _bridge.drain():
+        for ev in bridge_drain():
             kind = ev[0]
             if kind == NEW:
                 chan = ev[1]
@@ -632,7 +637,7 @@ def run(app, lifespan_mode, loop_kind, executor_threads, write_buffer):
             await lifespan.shutdown(30.0)
         loop.stop()
 
-    loop.add_reader(_bridge.fd(), drain)
+    loop.add_reader(bridge.fd(), drain)
 
     # The watchdog's heartbeat is written by drain() itself; the Go
     # watchdog pushes a probe event every 50 ms so an idle loop turns too
@@ -641,12 +646,12 @@ def run(app, lifespan_mode, loop_kind, executor_threads, write_buffer):
     if lifespan_mode != "off":
         ok, message = loop.run_until_complete(lifespan.startup())
         if not ok:
-            _bridge.started(False, message or "lifespan startup failed")
+            bridge.started(False, message or "lifespan startup failed")
             executor.shutdown()
             return
         if lifespan.supported:
-            _bridge.set_state(lifespan.state)
-    _bridge.started(True, loop_name)
+            bridge.set_state(lifespan.state)
+    bridge.started(True, loop_name)
     try:
         loop.run_forever()
     finally:

@@ -1,0 +1,339 @@
+/* send.c: send(), the Channel as the app's HTTP send callable.
+ *
+ * Notes about the implementation
+ * ------------------------------
+ * ASGI HTTP "Response Start", "Response Body" and pathsend. The app gets
+ * the Channel itself as send: send(message) does the work at once (it
+ * never blocks) and returns a finished awaitable, one shared object, so
+ * a send costs no coroutine, frame or future. Only a body send that finds
+ * more than write_buffer bytes pending returns a real wait (the cycle's
+ * _drain_wait() coroutine). The finished awaitable has the coroutine
+ * methods (send, throw, close), so asyncio.create_task(send(m)) and
+ * asyncio.iscoroutine() accept it as they accept a coroutine.
+ */
+#include "asgi.h"
+
+#include <stddef.h>
+
+typedef ts_channel Channel;
+
+/* Created once per process (ts_send_setup) and shared by the loops. */
+static PyObject *sent;                   /* the finished awaitable */
+static PyObject *client_disconnected;    /* _asgi.ClientDisconnected */
+static PyObject *s_type, *s_headers, *s_path;  /* interned: the same objects as scope.c's */
+static PyObject *s_body, *s_more_body, *s_status, *s_k_start, *s_k_body, *s_k_pathsend,
+    *s_waiter, *s_drain_wait, *s_final, *s_get, *empty_bytes, *empty_tuple;
+
+static PyObject *
+sent_await(PyObject *self)
+{
+    return Py_NewRef(self);
+}
+
+static PyObject *
+sent_next(PyObject *self)
+{
+    return NULL;  /* exhausted: StopIteration, the value None */
+}
+
+static PyObject *
+sent_send(PyObject *self, PyObject *arg)
+{
+    PyErr_SetNone(PyExc_StopIteration);
+    return NULL;
+}
+
+static PyObject *
+sent_throw(PyObject *self, PyObject *args)
+{
+    PyObject *typ, *val = NULL, *tb = NULL;
+
+    if (!PyArg_UnpackTuple(args, "throw", 1, 3, &typ, &val, &tb)) {
+        return NULL;
+    }
+    if (PyExceptionInstance_Check(typ)) {
+        PyErr_SetObject((PyObject *)Py_TYPE(typ), typ);
+    }
+    else if (PyExceptionClass_Check(typ)) {
+        PyErr_SetObject(typ, val);
+    }
+    else {
+        PyErr_SetString(PyExc_TypeError, "exceptions must be classes or instances deriving from BaseException");
+    }
+    return NULL;
+}
+
+static PyObject *
+sent_close(PyObject *self, PyObject *unused)
+{
+    Py_RETURN_NONE;
+}
+
+static PyMethodDef sent_methods[] = {
+    {"send", sent_send, METH_O, NULL},
+    {"throw", sent_throw, METH_VARARGS, NULL},
+    {"close", sent_close, METH_NOARGS, NULL},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyType_Slot sent_slots[] = {
+    {Py_am_await, sent_await},
+    {Py_tp_iter, sent_await},
+    {Py_tp_iternext, sent_next},
+    {Py_tp_methods, sent_methods},
+    {Py_tp_doc, "a finished send(): awaiting it returns None at once"},
+    {0, NULL},
+};
+
+static PyType_Spec sent_spec = {
+    "turnstile.Sent", sizeof(PyObject), 0, Py_TPFLAGS_DEFAULT, sent_slots,
+};
+
+/* message_get returns message[key] (a new reference): dflt when the key is
+ * missing, or with dflt NULL a KeyError, as message["key"] would. A dict
+ * is read directly; any other mapping through [] and .get(). */
+static PyObject *
+message_get(PyObject *message, PyObject *key, PyObject *dflt)
+{
+    PyObject *v;
+
+    if (PyDict_CheckExact(message)) {
+        v = PyDict_GetItemWithError(message, key);
+        if (v != NULL) {
+            return Py_NewRef(v);
+        }
+        if (PyErr_Occurred()) {
+            return NULL;
+        }
+        if (dflt == NULL) {
+            PyErr_SetObject(PyExc_KeyError, key);
+            return NULL;
+        }
+        return Py_NewRef(dflt);
+    }
+    if (dflt == NULL) {
+        return PyObject_GetItem(message, key);
+    }
+    return PyObject_CallMethodObjArgs(message, s_get, key, dflt, NULL);
+}
+
+static int
+kind_is(PyObject *kind, PyObject *name)
+{
+    return kind == name || (PyUnicode_Check(kind) && PyUnicode_Compare(kind, name) == 0);
+}
+
+/* cycle_call calls the bound cycle's method name (no arguments). */
+static PyObject *
+cycle_call(Channel *self, PyObject *name)
+{
+    PyObject *cycle = self->slot->cycle;
+
+    if (cycle == NULL || self->released) {
+        return Py_NewRef(sent);  /* the app's task has ended */
+    }
+    return PyObject_CallMethodNoArgs(cycle, name);
+}
+
+static PyObject *
+channel_send(Channel *self, PyObject *message)
+{
+    PyObject *kind, *v, *v2;
+    int more, wait, rc;
+
+    if (self->disconnected) {
+        PyErr_SetString(client_disconnected, "the client disconnected");
+        return NULL;
+    }
+    kind = message_get(message, s_type, NULL);
+    if (kind == NULL) {
+        return NULL;
+    }
+    if (kind_is(kind, s_k_body)) {
+        Py_DECREF(kind);
+        if (!self->started) {
+            PyErr_SetString(PyExc_RuntimeError, "ASGI: 'http.response.body' sent before 'http.response.start'");
+            return NULL;
+        }
+        if (self->complete) {
+            return Py_NewRef(sent);  /* "any further messages on the channel are ignored" */
+        }
+        if ((v = message_get(message, s_more_body, Py_False)) == NULL) {
+            return NULL;
+        }
+        more = PyObject_IsTrue(v);
+        Py_DECREF(v);
+        if (more < 0 || (v = message_get(message, s_body, empty_bytes)) == NULL) {
+            return NULL;
+        }
+        wait = ts_body_append(self, v, more);  /* raises on a bad message */
+        Py_DECREF(v);
+        if (wait < 0) {
+            return NULL;
+        }
+        self->bodied = 1;
+        if (wait) {
+            return cycle_call(self, s_drain_wait);
+        }
+        if (!more) {
+            self->complete = 1;
+            /* a receive() waiting for the end now gets http.disconnect */
+            if (self->slot->cycle != NULL) {
+                if ((v = PyObject_GetAttr(self->slot->cycle, s_waiter)) == NULL) {
+                    return NULL;
+                }
+                rc = v != Py_None;
+                Py_DECREF(v);
+                if (rc) {
+                    if ((v = cycle_call(self, s_final)) == NULL) {
+                        return NULL;
+                    }
+                    Py_DECREF(v);
+                }
+            }
+        }
+        return Py_NewRef(sent);
+    }
+    if (kind_is(kind, s_k_start)) {
+        Py_DECREF(kind);
+        if (self->started) {
+            PyErr_SetString(PyExc_RuntimeError, "ASGI: 'http.response.start' sent twice");
+            return NULL;
+        }
+        if ((v = message_get(message, s_status, NULL)) == NULL) {
+            return NULL;
+        }
+        if ((v2 = message_get(message, s_headers, empty_tuple)) == NULL) {
+            Py_DECREF(v);
+            return NULL;
+        }
+        rc = ts_start_head(self, v, v2, 0);
+        Py_DECREF(v);
+        Py_DECREF(v2);
+        if (rc < 0) {
+            return NULL;
+        }
+        self->started = 1;
+        return Py_NewRef(sent);
+    }
+    if (kind_is(kind, s_k_pathsend)) {
+        Py_DECREF(kind);
+        if (!self->started) {
+            PyErr_SetString(PyExc_RuntimeError, "ASGI: 'http.response.pathsend' sent before 'http.response.start'");
+            return NULL;
+        }
+        if (self->complete) {
+            return Py_NewRef(sent);
+        }
+        if (self->bodied) {
+            /* the extension's message is the whole body, in place of
+             * http.response.body: after body bytes there is no framing
+             * that could carry it */
+            PyErr_SetString(PyExc_RuntimeError, "ASGI: 'http.response.pathsend' after 'http.response.body': the file must be the whole body");
+            return NULL;
+        }
+        self->complete = 1;
+        if ((v = message_get(message, s_path, NULL)) == NULL) {
+            return NULL;
+        }
+        v2 = ts_channel_pathsend(self, v);
+        Py_DECREF(v);
+        if (v2 == NULL) {
+            return NULL;
+        }
+        Py_DECREF(v2);
+        return Py_NewRef(sent);
+    }
+    PyErr_Format(PyExc_ValueError, "ASGI: unexpected message type %R on an HTTP connection", kind);
+    Py_DECREF(kind);
+    return NULL;
+}
+
+/* tp_call: send(message), the one argument by position or keyword, as
+ * for an "async def send(message)". */
+PyObject *
+ts_channel_call(Channel *self, PyObject *args, PyObject *kwargs)
+{
+    static char *names[] = {"message", NULL};
+    PyObject *message;
+
+    if (kwargs == NULL && PyTuple_GET_SIZE(args) == 1) {
+        return channel_send(self, PyTuple_GET_ITEM(args, 0));
+    }
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O:send", names, &message)) {
+        return NULL;
+    }
+    return channel_send(self, message);
+}
+
+static PyObject *
+flag_get(Channel *self, void *offset)
+{
+    return PyBool_FromLong(*((char *)self + (size_t)offset));
+}
+
+static int
+flag_set(Channel *self, PyObject *v, void *offset)
+{
+    int on = v == NULL ? 0 : PyObject_IsTrue(v);
+    if (on < 0) {
+        return -1;
+    }
+    *((char *)self + (size_t)offset) = (char)on;
+    return 0;
+}
+
+PyGetSetDef ts_channel_getset[] = {
+    {"started", (getter)flag_get, NULL, "http.response.start was sent", (void *)offsetof(Channel, started)},
+    {"complete", (getter)flag_get, NULL, "the final body (or pathsend) was sent", (void *)offsetof(Channel, complete)},
+    {"disconnected", (getter)flag_get, (setter)flag_set, "the client has left: send() raises",
+     (void *)offsetof(Channel, disconnected)},
+    {NULL, NULL, NULL, NULL, NULL},
+};
+
+/* _turnstile_asgi.http_setup(ClientDisconnected): the OSError subclass a
+ * send() after the client left raises (ASGI HTTP 2.4). */
+PyObject *
+ts_mod_http_setup(PyObject *mod, PyObject *exc)
+{
+    if (!PyExceptionClass_Check(exc)) {
+        PyErr_SetString(PyExc_TypeError, "http_setup wants an exception class");
+        return NULL;
+    }
+    Py_XSETREF(client_disconnected, Py_NewRef(exc));
+    Py_RETURN_NONE;
+}
+
+/* ts_send_setup creates send()'s objects, once per process (under
+ * ts_asgi_setup). 0, or -1 with an exception. */
+int
+ts_send_setup(void)
+{
+    PyTypeObject *sent_type;
+
+#define INTERN(var, text) do { var = PyUnicode_InternFromString(text); if (var == NULL) return -1; } while (0)
+    INTERN(s_type, "type");
+    INTERN(s_headers, "headers");
+    INTERN(s_path, "path");
+    INTERN(s_body, "body");
+    INTERN(s_more_body, "more_body");
+    INTERN(s_status, "status");
+    INTERN(s_k_start, "http.response.start");
+    INTERN(s_k_body, "http.response.body");
+    INTERN(s_k_pathsend, "http.response.pathsend");
+    INTERN(s_waiter, "waiter");
+    INTERN(s_drain_wait, "_drain_wait");
+    INTERN(s_final, "_final");
+    INTERN(s_get, "get");
+#undef INTERN
+    empty_bytes = PyBytes_FromStringAndSize(NULL, 0);
+    empty_tuple = PyTuple_New(0);
+    client_disconnected = Py_NewRef(PyExc_ConnectionError);  /* until http_setup */
+    sent_type = (PyTypeObject *)PyType_FromSpec(&sent_spec);
+    if (sent_type == NULL || empty_bytes == NULL || empty_tuple == NULL) {
+        return -1;
+    }
+    sent = PyType_GenericAlloc(sent_type, 0);
+    Py_DECREF(sent_type);
+    return sent == NULL ? -1 : 0;
+}
