@@ -486,7 +486,7 @@ class Lifespan:
                     _log(DEBUG, "asgi: lifespan: the app raised", traceback=_traceback(exc))
                     _set(self.startup_result, (True, ""))
                 else:
-                    _set(self.startup_result, (False, format_exception(exc)))
+                    _set(self.startup_result, (False, _traceback(exc)))
             elif not self.startup_result.result()[0] or (
                 self.shutdown_result.done() and not self.shutdown_result.result()[0]
             ):
