@@ -62,10 +62,20 @@ venv-check: check-python
 		echo "make: $(VENV) was made by another Python; making it again with $(PY_REAL)"; rm -rf $(VENV); fi
 
 venv: venv-check
-	@$(MAKE) --no-print-directory $(VENV)/.installed-test
+	@$(MAKE) --no-print-directory venv-installed-test
 
 venv-run: venv-check
-	@$(MAKE) --no-print-directory $(VENV)/.installed-run
+	@$(MAKE) --no-print-directory venv-installed-run
+
+# The sub-make's goal has a silent recipe that always runs: with the stamp
+# itself as its goal, an up-to-date virtualenv printed make's "'...' is up
+# to date" line, the first line of every `make run`.
+venv-installed-%: $(VENV)/.installed-%
+	@:
+
+# Reached through that pattern, a stamp would be an intermediate file that
+# make deletes when it is done.
+.PRECIOUS: $(VENV)/.installed-%
 
 run: build venv-run
 	$(BIN) --venv $(VENV) --app-dir examples/hello --port $(PORT) --admin-bind $(ADMIN_BIND) $(ARGS) app:app

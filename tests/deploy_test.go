@@ -332,8 +332,25 @@ func TestDeploy_UserGroup(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(private, "private_app.py"), []byte("def app(e, s):\n    pass\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if _, stderr, code := cfRun(t, cfEnv(), "check", "--app-dir", private, "--user", "nobody", "private_app:app"); code != 1 {
-		t.Errorf("check --user nobody of an app nobody cannot read: exit %d, want 1\n%s", code, stderr)
+	// The master refuses an app directory the user cannot read before it
+	// forks (issue 28), as check does: one line, exit 2.
+	if _, stderr, code := cfRun(t, cfEnv(), "check", "--app-dir", private, "--user", "nobody", "private_app:app"); code != 2 ||
+		!strings.HasPrefix(stderr, "turnstile: --user nobody cannot ") || !strings.Contains(stderr, private+", the app directory") ||
+		strings.Count(stderr, "\n") != 1 {
+		t.Errorf("check --user nobody of an app nobody cannot read: exit %d, want 2 and one line naming it\n%s", code, stderr)
+	}
+	// A module nobody cannot read in a directory it can: check imports it
+	// as nobody and fails there, exit 1.
+	open := t.TempDir()
+	dpReachable(t, open)
+	if err := os.Chmod(open, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(open, "private_app.py"), []byte("def app(e, s):\n    pass\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, stderr, code := cfRun(t, cfEnv(), "check", "--app-dir", open, "--user", "nobody", "private_app:app"); code != 1 {
+		t.Errorf("check --user nobody of a module nobody cannot read: exit %d, want 1\n%s", code, stderr)
 	}
 	if _, stderr, code := cfRun(t, cfEnv(), "check", "--app-dir", private, "private_app:app"); code != 0 {
 		t.Errorf("check of the same app as root: exit %d\n%s", code, stderr)

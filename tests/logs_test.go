@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"sort"
 	"strconv"
 	"strings"
 	"syscall"
@@ -96,53 +97,131 @@ func TestLogs_TracebackReadable(t *testing.T) {
 		{"reload", false, []string{"--reload"}, true},
 		{"pipe", false, nil, false},
 	} {
-		t.Run(tc.id, func(t *testing.T) {
-			s := startText(t, tc.tty, append(tc.args, "err_app:app")...)
-			if code, _ := s.Get(t, "/raise"); code != 500 {
-				t.Fatalf("GET /raise = %d; want 500", code)
+		for _, iface := range []struct{ name, app string }{{"wsgi", "err_app:app"}, {"asgi", "asgi_err:app"}} {
+			t.Run(iface.name+"/"+tc.id, func(t *testing.T) {
+				testTracebackReadable(t, tc.tty, append(tc.args, iface.app), iface.name, tc.multiline)
+			})
+		}
+	}
+}
+
+func testTracebackReadable(t *testing.T, tty bool, args []string, iface string, multiline bool) {
+	s := startText(t, tty, args...)
+	if code, _ := s.Get(t, "/raise"); code != 500 {
+		t.Fatalf("GET /raise = %d; want 500", code)
+	}
+	logs := waitText(t, s, "boom "+errSecret)
+	lines := strings.Split(logs, "\n")
+	rec := -1
+	for i, l := range lines {
+		if strings.Contains(l, `msg="`+iface+`: app raised"`) {
+			rec = i
+		}
+	}
+	if rec < 0 {
+		t.Fatalf("no \"%s: app raised\" record:\n%s", iface, logs)
+	}
+	if !multiline {
+		if !strings.Contains(lines[rec], `traceback="Traceback (most recent call last):\n  File `) {
+			t.Errorf("record line %q; want the traceback escaped on it", lines[rec])
+		}
+		for _, l := range lines {
+			if strings.HasPrefix(l, "Traceback") || strings.HasPrefix(l, "  File ") {
+				t.Errorf("a raw traceback line %q without a terminal or --reload; want one record per line", l)
 			}
-			logs := waitText(t, s, "boom "+errSecret)
-			lines := strings.Split(logs, "\n")
-			rec := -1
-			for i, l := range lines {
-				if strings.Contains(l, `msg="wsgi: app raised"`) {
-					rec = i
-				}
-			}
-			if rec < 0 {
-				t.Fatalf("no \"wsgi: app raised\" record:\n%s", logs)
-			}
-			if !tc.multiline {
-				if !strings.Contains(lines[rec], `traceback="Traceback (most recent call last):\n  File `) {
-					t.Errorf("record line %q; want the traceback escaped on it", lines[rec])
-				}
-				for _, l := range lines {
-					if strings.HasPrefix(l, "Traceback") || strings.HasPrefix(l, "  File ") {
-						t.Errorf("a raw traceback line %q without a terminal or --reload; want one record per line", l)
-					}
-				}
-				return
-			}
-			if strings.Contains(lines[rec], "traceback=") || strings.Contains(lines[rec], `\n`) {
-				t.Errorf("record line %q; want its fields without the traceback", lines[rec])
-			}
-			if !strings.Contains(lines[rec], "method=GET target=/raise") || !strings.Contains(lines[rec], "worker=1") {
-				t.Errorf("record line %q; want its other fields kept", lines[rec])
-			}
-			if rec+3 >= len(lines) || lines[rec+1] != "Traceback (most recent call last):" || !strings.HasPrefix(lines[rec+2], `  File "`) {
-				t.Fatalf("lines after the record:\n%s\nwant Python's traceback, raw", strings.Join(lines[rec:min(rec+8, len(lines))], "\n"))
-			}
-			last := ""
-			for _, l := range lines[rec+1:] {
-				if strings.HasPrefix(l, "time=") || l == "" {
-					break
-				}
-				last = l
-			}
-			if !strings.HasPrefix(last, "RuntimeError: boom "+errSecret) {
-				t.Errorf("the traceback's last line is %q; want the exception", last)
-			}
+		}
+		return
+	}
+	if strings.Contains(lines[rec], "traceback=") || strings.Contains(lines[rec], `\n`) {
+		t.Errorf("record line %q; want its fields without the traceback", lines[rec])
+	}
+	if !strings.Contains(lines[rec], "method=GET target=/raise") || !strings.Contains(lines[rec], "worker=1") {
+		t.Errorf("record line %q; want its other fields kept", lines[rec])
+	}
+	if rec+3 >= len(lines) || lines[rec+1] != "Traceback (most recent call last):" || !strings.HasPrefix(lines[rec+2], `  File "`) {
+		t.Fatalf("lines after the record:\n%s\nwant Python's traceback, raw", strings.Join(lines[rec:min(rec+8, len(lines))], "\n"))
+	}
+	last := ""
+	for _, l := range lines[rec+1:] {
+		if strings.HasPrefix(l, "time=") || l == "" {
+			break
+		}
+		last = l
+	}
+	if !strings.HasPrefix(last, "RuntimeError: boom "+errSecret) {
+		t.Errorf("the traceback's last line is %q; want the exception", last)
+	}
+}
+
+// An ASGI app's failure is logged as a WSGI app's is (issue 28: the ASGI
+// traceback was inside msg, "ASGI app raised on GET /raise\nTraceback...",
+// and the record marked source=python as app output): msg "asgi: app
+// raised" with method, target and the traceback in its own field, from
+// the app's frames; the same for a WebSocket app; a lifespan failure has
+// its traceback in the traceback field too.
+func TestLogs_ASGIErrorRecord(t *testing.T) {
+	raised := func(t *testing.T, s *Server, msg, marker string) map[string]any {
+		t.Helper()
+		recs := waitLogRecords(s.Logs, 5*time.Second, func(rec map[string]any) bool {
+			return rec["msg"] == msg && strings.Contains(recordText(rec), marker)
 		})
+		if len(recs) != 1 {
+			t.Fatalf("%d %q records naming %q; want 1:\n%s", len(recs), msg, marker, s.Logs())
+		}
+		rec := recs[0]
+		tb, _ := rec["traceback"].(string)
+		if !strings.HasPrefix(tb, "Traceback (most recent call last):\n") || !strings.HasSuffix(tb, marker) {
+			t.Errorf("%q: traceback field %q; want Python's traceback ending in the exception", msg, tb)
+		}
+		if strings.Contains(tb, "_asgi.py") {
+			t.Errorf("%q: traceback %q names the server's own frames; want the app's only", msg, tb)
+		}
+		return rec
+	}
+	keys := func(rec map[string]any) string {
+		var k []string
+		for key := range rec {
+			k = append(k, key)
+		}
+		sort.Strings(k)
+		return strings.Join(k, " ")
+	}
+
+	w := Start(t, "err_app:app")
+	if code, _ := w.Get(t, "/raise?q=1"); code != 500 {
+		t.Fatalf("WSGI GET /raise = %d; want 500", code)
+	}
+	wrec := raised(t, w, "wsgi: app raised", "RuntimeError: boom "+errSecret)
+
+	a := Start(t, "asgi_err:app")
+	if code, _ := a.Get(t, "/raise?q=1"); code != 500 {
+		t.Fatalf("ASGI GET /raise = %d; want 500", code)
+	}
+	arec := raised(t, a, "asgi: app raised", "RuntimeError: boom "+errSecret)
+	if keys(arec) != keys(wrec) {
+		t.Errorf("ASGI record's keys %q; want the WSGI record's %q\nasgi: %v\nwsgi: %v", keys(arec), keys(wrec), arec, wrec)
+	}
+	for _, k := range []string{"method", "target", "level"} {
+		if arec[k] != wrec[k] {
+			t.Errorf("%s: ASGI %v, WSGI %v; want the same", k, arec[k], wrec[k])
+		}
+	}
+
+	c, _, err := wsDial(a, "/ws")
+	if err != nil {
+		t.Fatalf("WebSocket /ws: %v", err)
+	}
+	c.ReadMessage() // the 1011 close
+	c.Close()
+	wsrec := raised(t, a, "asgi: WebSocket app raised", "RuntimeError: boom on a WebSocket "+errSecret)
+	if keys(wsrec) != keys(wrec) || wsrec["target"] != "/ws" {
+		t.Errorf("WebSocket record %v; want the keys %q and target /ws", wsrec, keys(wrec))
+	}
+
+	a.Stop()
+	lrec := raised(t, a, "asgi: lifespan: the app raised during shutdown", "RuntimeError: boom at shutdown "+errSecret)
+	if _, ok := lrec["source"]; ok {
+		t.Errorf("lifespan record %v; want no source (it is the server's record, not app output)", lrec)
 	}
 }
 

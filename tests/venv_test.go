@@ -11,6 +11,7 @@ package tests
 // .../bin/python3 for .../bin/python3.11, $VIRTUAL_ENV).
 
 import (
+	"debug/elf"
 	"net"
 	"os"
 	"os/exec"
@@ -150,7 +151,7 @@ func TestConfig_VenvOtherInterpreter(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			venv := vnFakeVenv(t, c.cfg)
-			recreate := ", or recreate the virtualenv with " + build + " -m venv " + venv
+			recreate := ", or recreate the virtualenv with " + build + " -m venv --clear " + venv
 			vnRefused(t, cfEnv(), []string{"--venv", venv}, "turnstile: --venv "+venv+" was made by "+c.madeBy+buildMsg, recreate)
 		})
 	}
@@ -174,7 +175,44 @@ func TestConfig_VenvDebianPython(t *testing.T) {
 	}
 	venv := vnMakeVenv(t, "/usr/bin/python3") // .ci/run installs python3-venv
 	vnRefused(t, cfEnv(), []string{"--venv", venv}, "turnstile: --venv "+venv+" was made by "+deb+" (",
-		"rebuild with make build PYTHON="+deb+", or recreate the virtualenv with "+build+" -m venv "+venv)
+		"rebuild with make build PYTHON="+deb+", or recreate the virtualenv with "+build+" -m venv --clear "+venv)
+}
+
+// A real virtualenv of another minor version (pyenv's 3.12 under a 3.11
+// binary, or the reverse), named as the Makefile names them: the advice
+// names this binary's own Python and a virtualenv for its version (issue
+// 28: a 3.12 binary advised `-m venv .venv-3.11`, and made again in place
+// without --clear, the old bin/python, the other Python, stayed).
+func TestConfig_VenvOtherMinor(t *testing.T) {
+	build, version := vnBuildPython(t)
+	parts := strings.SplitN(version, ".", 3)
+	minor := parts[0] + "." + parts[1]
+	other := ""
+	for _, m := range []string{"3.12", "3.11", "3.13"} {
+		if m == minor {
+			continue
+		}
+		if found, _ := filepath.Glob("/root/.pyenv/versions/" + m + ".*/bin/python" + m); len(found) > 0 {
+			other, _ = filepath.EvalSymlinks(found[0])
+			break
+		}
+	}
+	if other == "" {
+		t.Skip("no pyenv Python of another minor version on this machine")
+	}
+	out, err := exec.Command(other, "-c", "import sys; print('%d.%d' % sys.version_info[:2])").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	otherMinor := strings.TrimSpace(string(out))
+	dir := filepath.Join(t.TempDir(), ".venv-"+otherMinor)
+	if out, err := exec.Command(other, "-m", "venv", "--without-pip", dir).CombinedOutput(); err != nil {
+		t.Fatalf("%s -m venv: %v\n%s", other, err, out)
+	}
+	own := filepath.Join(filepath.Dir(dir), ".venv-"+minor)
+	vnRefused(t, cfEnv(), []string{"--venv", dir}, "turnstile: --venv "+dir+" was made by ",
+		"; this binary is built for "+build+" ("+version+"): rebuild with make build PYTHON=",
+		" (it makes bin/turnstile-"+otherMinor+"), or make one for this binary with "+build+" -m venv "+own+" and use --venv "+own+"\n")
 }
 
 // --venv that does not exist, is a file or is a directory without
@@ -285,4 +323,63 @@ func TestConfig_VenvChangedUnderMaster(t *testing.T) {
 	if code := s.Stop(); code != 0 {
 		t.Errorf("exit %d", code)
 	}
+}
+
+// vnNobodyReads reports whether uid/gid 65534 can read path, asked of the
+// kernel (test -r run as that user).
+func vnNobodyReads(t *testing.T, path string) bool {
+	t.Helper()
+	cmd := exec.Command("test", "-r", path)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
+	return cmd.Run() == nil
+}
+
+// --user nobody with files that user cannot read is refused by the master
+// before it binds or forks (issue 28: with a pyenv build under /root, mode
+// 0700, the worker loaded Debian's libpython 3.11.2 under a 3.11.7 build
+// with only a warning, and an app directory it cannot read was a worker
+// failing at import): one line naming what it cannot reach and the fix,
+// exit 2. The binary's libpython when nobody cannot read it (as with the
+// pyenv Python here), else the app directory (mode 0700).
+func TestConfig_VenvUserAccess(t *testing.T) {
+	bin := binPath(t)
+	if os.Geteuid() != 0 {
+		t.Skip("--user needs root")
+	}
+	f, err := elf.Open(bin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	needed, _ := f.DynString(elf.DT_NEEDED)
+	runpath, _ := f.DynString(elf.DT_RUNPATH)
+	f.Close()
+	lib := ""
+	for _, n := range needed {
+		if strings.HasPrefix(n, "libpython") && len(runpath) > 0 {
+			lib = filepath.Join(strings.Split(runpath[0], ":")[0], n)
+		}
+	}
+	tmp := t.TempDir()
+	app := filepath.Join(tmp, "app")
+	if err := os.Mkdir(app, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(tmp, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(filepath.Dir(tmp), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	args := []string{"--user", "nobody", "--app-dir", app}
+	if v := os.Getenv("TURNSTILE_VENV"); v != "" {
+		args = append(args, "--venv", v)
+	}
+	if _, err := os.Stat(lib); err == nil && !vnNobodyReads(t, lib) {
+		t.Logf("nobody cannot read the build's %s: the master names it", lib)
+		vnRefused(t, cfEnv(), args, "turnstile: --user nobody cannot search ", " on the way to "+lib+", the libpython this binary is built with",
+			"build turnstile against a Python installed where that user can read it (make build PYTHON=")
+		return
+	}
+	vnRefused(t, cfEnv(), args, "turnstile: --user nobody cannot read "+app+" (drwx------ root:root), the app directory",
+		"give that user read access to it")
 }

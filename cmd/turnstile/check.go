@@ -84,7 +84,7 @@ func loadConfig(cmd *cobra.Command, cfg *config.Config, app string) (*cliconf.Re
 		if _, err := venv.Python(cfg.Venv, os.Getenv("VIRTUAL_ENV"), server.BuildInfo()); err != nil {
 			errs = append(errs, err)
 		}
-		errs = append(errs, venv.CheckAppDir(cfg.AppDir))
+		errs = append(errs, venv.CheckAppDir(cfg.AppDir), server.CheckWorkerAccess(cfg))
 	}
 	var lines []string
 	for _, err := range errs {

@@ -17,11 +17,24 @@ import (
 
 // go_ts_log writes one record from Python (print, logging, wsgi.errors,
 // tracebacks) to the server log. level is Python's logging level (10..50).
+// kv holds nkv/2 fields (key, value, key, value..., UTF-8 of kvlen bytes
+// each, borrowed for the call): none for the app's output, which is marked
+// source=python; the fields of a record of the server's own Python half
+// (_asgi.py's "asgi: app raised" with method, target, traceback) otherwise.
 //
 //export go_ts_log
-func go_ts_log(level C.int, msg *C.char, n C.int) {
+func go_ts_log(level C.int, msg *C.char, n C.int, kv **C.char, kvlen *C.int, nkv C.int) {
 	text := C.GoStringN(msg, n)
-	Logger().Log(context.Background(), slogLevel(int(level)), text, "source", "python")
+	if nkv == 0 {
+		Logger().Log(context.Background(), slogLevel(int(level)), text, "source", "python")
+		return
+	}
+	ptrs, lens := unsafe.Slice(kv, int(nkv)), unsafe.Slice(kvlen, int(nkv))
+	args := make([]any, nkv)
+	for i := range args {
+		args[i] = C.GoStringN(ptrs[i], lens[i])
+	}
+	Logger().Log(context.Background(), slogLevel(int(level)), text, args...)
 }
 
 func slogLevel(pyLevel int) slog.Level {
@@ -36,5 +49,3 @@ func slogLevel(pyLevel int) slog.Level {
 		return slog.LevelDebug
 	}
 }
-
-var _ = unsafe.Pointer(nil)

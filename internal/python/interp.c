@@ -38,14 +38,27 @@ static ts_thread main_thread;
 
 /* ---- the _turnstile builtin module ----------------------------------- */
 
-/* _turnstile.log(level, text): one record to the server log. */
+/* TS_LOG_FIELDS bounds the fields of one _turnstile.log record (the bound
+ * rule); the server's own records have three (method, target, traceback). */
+#define TS_LOG_FIELDS 8
+
+/* _turnstile.log(level, text, **fields): one record to the server log.
+ * Without fields it is the app's output (print, logging, stderr) and Go
+ * marks it source=python; with fields (str values, in the order given) it
+ * is a record of the server's own Python half, shaped as the Go side's are
+ * (_asgi.py: "asgi: app raised" with method, target and traceback, as
+ * internal/wsgi logs "wsgi: app raised"). TypeError for a value that is
+ * not a str or more than TS_LOG_FIELDS fields. */
 static PyObject *
-mod_log(PyObject *self, PyObject *args)
+mod_log(PyObject *self, PyObject *args, PyObject *kwargs)
 {
     long level;
-    int overflow;
-    PyObject *lvl, *obj, *hold;
+    int overflow, nkv = 0, i;
+    PyObject *lvl, *obj, *hold = NULL, *holds[2 * TS_LOG_FIELDS];
+    PyObject *res = NULL;
     const char *text;
+    char *kv[2 * TS_LOG_FIELDS];
+    int kvlen[2 * TS_LOG_FIELDS];
     Py_ssize_t len;
 
     if (!PyArg_ParseTuple(args, "O!U:log", &PyLong_Type, &lvl, &obj)) {
@@ -56,17 +69,56 @@ mod_log(PyObject *self, PyObject *args)
     if (overflow != 0 || level < 0 || level > 50) {
         level = overflow < 0 || level < 0 ? 0 : 50;
     }
-    text = ts_text_utf8(obj, &len, &hold);
-    if (text == NULL) {
+    if (kwargs != NULL && PyDict_GET_SIZE(kwargs) > TS_LOG_FIELDS) {
+        PyErr_Format(PyExc_TypeError, "log() takes at most %d fields", TS_LOG_FIELDS);
         return NULL;
     }
-    ts_log((int)level, text, len);
+    if (kwargs != NULL) {
+        Py_ssize_t pos = 0;
+        PyObject *k, *v;
+
+        while (PyDict_Next(kwargs, &pos, &k, &v)) {
+            if (!PyUnicode_Check(v)) {
+                PyErr_Format(PyExc_TypeError, "log() field %U must be str, not %.100s",
+                             k, Py_TYPE(v)->tp_name);
+                goto done;
+            }
+            for (i = 0; i < 2; i++) {
+                PyObject *s = i == 0 ? k : v;
+                Py_ssize_t n;
+                const char *u = ts_text_utf8(s, &n, &holds[nkv]);
+
+                if (u == NULL || n > INT_MAX) {
+                    if (u != NULL) {
+                        Py_XDECREF(holds[nkv]);
+                        PyErr_SetString(PyExc_OverflowError, "log() field too long");
+                    }
+                    goto done;
+                }
+                kv[nkv] = (char *)u;
+                kvlen[nkv] = (int)n;
+                nkv++;
+            }
+        }
+    }
+    text = ts_text_utf8(obj, &len, &hold);
+    if (text == NULL) {
+        goto done;
+    }
+    ts_log_fields((int)level, text, len, kv, kvlen, nkv);
+    res = Py_None;
+    Py_INCREF(res);
+done:
     Py_XDECREF(hold);
-    Py_RETURN_NONE;
+    for (i = 0; i < nkv; i++) {
+        Py_XDECREF(holds[i]);
+    }
+    return res;
 }
 
 static PyMethodDef mod_methods[] = {
-    {"log", mod_log, METH_VARARGS, "log(level, text): write to the server log"},
+    {"log", (PyCFunction)(void (*)(void))mod_log, METH_VARARGS | METH_KEYWORDS,
+     "log(level, text, **fields): write to the server log"},
     {NULL, NULL, 0, NULL},
 };
 
@@ -84,18 +136,24 @@ init_turnstile_module(void)
 void
 ts_log(int level, const char *msg, Py_ssize_t len)
 {
+    ts_log_fields(level, msg, len, NULL, NULL, 0);
+}
+
+void
+ts_log_fields(int level, const char *msg, Py_ssize_t len, char **kv, int *kvlen, int nkv)
+{
     ts_thread *t = ts_thread_current();
 
     /* Release the GIL around the Go call (the crossing rule). A thread we
      * do not own (one the app started) goes through PyEval_SaveThread. */
     if (t != NULL && t->attached) {
         ts_thread_detach(t, 0);
-        go_ts_log(level, (char *)msg, (int)len);
+        go_ts_log(level, (char *)msg, (int)len, kv, kvlen, nkv);
         ts_thread_attach(t);
     }
     else {
         PyThreadState *saved = PyEval_SaveThread();
-        go_ts_log(level, (char *)msg, (int)len);
+        go_ts_log(level, (char *)msg, (int)len, kv, kvlen, nkv);
         PyEval_RestoreThread(saved);
     }
 }

@@ -236,5 +236,8 @@ char *ts_format_exception(void);
 /* ts_log sends one record to the server log (level: 10 debug .. 50
  * critical). Attached on entry and return; detaches around the Go call. */
 void ts_log(int level, const char *msg, Py_ssize_t len);
+/* ts_log_fields is ts_log with nkv/2 fields: kv holds key, value, key,
+ * value... (UTF-8, lengths in kvlen), borrowed for the call. */
+void ts_log_fields(int level, const char *msg, Py_ssize_t len, char **kv, int *kvlen, int nkv);
 
 #endif /* TSPY_H */

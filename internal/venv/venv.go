@@ -78,7 +78,7 @@ func Python(flag, virtualEnv string, b Build) (string, error) {
 // version that differs within the same install is accepted (the install
 // was upgraded in place: the virtualenv follows it); a different minor
 // version, or another install, is refused with the make command that
-// fits.
+// fits and the venv command of the build's own Python.
 func Check(dir string, b Build) error {
 	fi, err := os.Stat(dir)
 	switch {
@@ -102,16 +102,28 @@ func Check(dir string, b Build) error {
 	}
 	maker := madeBy(cfg, home, version)
 	refuse := func() error {
-		v := ""
+		v, rebuild := "", ""
 		if version != "" {
 			v = " (" + version + ")"
+			if m := minor(version); m != b.Minor() {
+				rebuild = " (it makes bin/turnstile-" + m + ")"
+			}
 		}
-		built, recreate := b.Executable, b.Executable
+		built, py := b.Executable, b.Executable
 		if built == "" {
-			built, recreate = "CPython", "python"+b.Minor()
+			built, py = "CPython", "python"+b.Minor()
 		}
-		return fmt.Errorf("was made by %s%s; this binary is built for %s (%s): rebuild with make build PYTHON=%s, "+
-			"or recreate the virtualenv with %s -m venv %s", maker, v, built, b.Version, maker, recreate, dir)
+		// Made again in place, the virtualenv needs --clear: without it
+		// venv keeps the old bin/python (a symlink to the other Python,
+		// which would then be sys.executable) and the old site-packages.
+		// A name that says the other version (.venv-3.12, as the Makefile
+		// names them) is left to it: a new one for this binary's version.
+		again := "recreate the virtualenv with " + py + " -m venv --clear " + dir
+		if nd := renamed(dir, minor(version), b.Minor()); nd != "" {
+			again = "make one for this binary with " + py + " -m venv " + nd + " and use --venv " + nd
+		}
+		return fmt.Errorf("was made by %s%s; this binary is built for %s (%s): rebuild with make build PYTHON=%s%s, or %s",
+			maker, v, built, b.Version, maker, rebuild, again)
 	}
 	if version != "" && minor(version) != b.Minor() {
 		return refuse()
@@ -123,6 +135,17 @@ func Check(dir string, b Build) error {
 		return refuse()
 	}
 	return nil
+}
+
+// renamed is dir with its last element's version from (a minor version,
+// "3.12") made to ("3.11"): /app/.venv-3.12 → /app/.venv-3.11. "" when
+// the versions are the same, unknown, or not in the name.
+func renamed(dir, from, to string) string {
+	base := filepath.Base(dir)
+	if from == "" || from == to || !strings.Contains(base, from) {
+		return ""
+	}
+	return filepath.Join(filepath.Dir(dir), strings.Replace(base, from, to, 1))
 }
 
 // CheckAppDir reports why dir (--app-dir) cannot be put on sys.path, or

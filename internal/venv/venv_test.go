@@ -64,10 +64,11 @@ func TestCheck(t *testing.T) {
 		{"no-home", "version = 3.11.4\n", ""},
 		{"other-install", "home = " + otherBin + "\nversion = 3.11.2\nexecutable = " + other + "\n",
 			"was made by " + other + " (3.11.2); this binary is built for " + build + " (3.11.7): rebuild with make build PYTHON=" + other +
-				", or recreate the virtualenv with " + build + " -m venv "},
+				", or recreate the virtualenv with " + build + " -m venv --clear "},
 		{"other-install-same-version", "home = " + otherBin + "\nversion = 3.11.7\n", "was made by " + filepath.Join(otherBin, "python3.11") + " (3.11.7)"},
 		{"other-install-no-keys", "home = " + otherBin + "\n", "was made by " + filepath.Join(otherBin, "python3") + "; this binary"},
-		{"other-minor", "home = " + buildBin + "\nversion = 3.12.1\n", "(3.12.1); this binary is built for " + build + " (3.11.7): rebuild with make build PYTHON="},
+		{"other-minor", "home = " + buildBin + "\nversion = 3.12.1\n", "(3.12.1); this binary is built for " + build + " (3.11.7): rebuild with make build PYTHON=" +
+			filepath.Join(buildBin, "python3") + " (it makes bin/turnstile-3.12), or recreate the virtualenv with " + build + " -m venv --clear "},
 		{"other-minor-no-home", "version_info = 3.12.1.final.0\n", "was made by python3.12 (3.12.1)"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
@@ -90,8 +91,31 @@ func TestCheck(t *testing.T) {
 		t.Errorf("no build executable, same minor: %v", err)
 	}
 	err := Check(fakeVenv(t, "home = "+otherBin+"\nversion = 3.12.1\n"), Build{Version: "3.11.7"})
-	if err == nil || !strings.Contains(err.Error(), "built for CPython (3.11.7)") || !strings.Contains(err.Error(), "with python3.11 -m venv") {
+	if err == nil || !strings.Contains(err.Error(), "built for CPython (3.11.7)") || !strings.Contains(err.Error(), "with python3.11 -m venv --clear") {
 		t.Errorf("no build executable, other minor: %v", err)
+	}
+}
+
+// A virtualenv named for the other version (.venv-3.12, as the Makefile
+// names them) is not advised to be made again under that name for this
+// binary's version (issue 28: a 3.12 binary advised `-m venv .venv-3.11`):
+// a new one named for this binary's version, with its own Python.
+func TestCheckVersionNamedVenv(t *testing.T) {
+	root := t.TempDir()
+	build := fakePython(t, filepath.Join(root, "py311"), "python3.11")
+	other := fakePython(t, filepath.Join(root, "py312"), "python3.12")
+	dir := filepath.Join(root, "app", ".venv-3.12")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "pyvenv.cfg"), []byte("home = "+filepath.Dir(other)+"\nversion = 3.12.1\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	err := Check(dir, Build{Executable: build, Version: "3.11.7"})
+	want := "rebuild with make build PYTHON=" + other + " (it makes bin/turnstile-3.12), or make one for this binary with " +
+		build + " -m venv " + filepath.Join(root, "app", ".venv-3.11") + " and use --venv " + filepath.Join(root, "app", ".venv-3.11")
+	if err == nil || !strings.HasSuffix(err.Error(), want) {
+		t.Errorf("error %v; want it to end with %q", err, want)
 	}
 }
 

@@ -36,8 +36,34 @@ class ClientDisconnected(OSError):
     raises a subclass of OSError)."""
 
 
-def _log(level, text):
-    _turnstile.log(level, text)
+def _log(level, text, **fields):
+    """One record to the server log. fields (str values) make it a server
+    record shaped as internal/wsgi's: "asgi: app raised" with method,
+    target and traceback, as "wsgi: app raised" has them."""
+    _turnstile.log(level, text, **fields)
+
+
+def _target(scope):
+    """The request target for a record: raw_path and the query string, as
+    internal/wsgi logs the request's target."""
+    target = bytes(scope.get("raw_path") or scope.get("path", "").encode("utf-8", "surrogateescape"))
+    if scope.get("query_string"):
+        target += b"?" + bytes(scope["query_string"])
+    return target.decode("latin-1")
+
+
+def _traceback(exc):
+    """The traceback text of an exception the app raised, from the app's
+    own frames: this module's frames that called the app are left out, as
+    they are from a WSGI app's traceback (called from C)."""
+    tb = exc.__traceback__
+    while tb is not None and tb.tb_frame.f_globals is globals():
+        tb = tb.tb_next
+    if tb is None:
+        return format_exception(exc)
+    import traceback
+
+    return "".join(traceback.format_exception(type(exc), exc, tb)).rstrip("\n")
 
 
 class _DrainWait:
@@ -171,14 +197,14 @@ async def _run_http(app, cycle):
             chan.done(None)  # the client left: not an app error
         else:
             scope = cycle.scope
-            _log(ERROR, "ASGI app raised on %s %s\n%s" % (scope.get("method"), scope.get("path"), format_exception(exc)))
+            _log(ERROR, "asgi: app raised", method=str(scope.get("method")), target=_target(scope), traceback=_traceback(exc))
             chan.done("error")
     else:
         if chan.disconnected:
             chan.done(None)
         elif not chan.started:
             scope = cycle.scope
-            _log(ERROR, "ASGI app returned without sending a response on %s %s: answered 500" % (scope.get("method"), scope.get("path")))
+            _log(ERROR, "asgi: app returned without sending a response: answered 500", method=str(scope.get("method")), target=_target(scope))
             chan.done(None)
         elif not chan.complete:
             # the final http.response.body never came: the client sees a
@@ -186,7 +212,12 @@ async def _run_http(app, cycle):
             # connection cut (uvicorn: "ASGI callable returned without
             # completing response")
             scope = cycle.scope
-            _log(ERROR, "ASGI app returned without completing the response on %s %s: answered 500, or the connection is cut if any of it was sent" % (scope.get("method"), scope.get("path")))
+            _log(
+                ERROR,
+                "asgi: app returned without completing the response: answered 500, or the connection is cut if any of it was sent",
+                method=str(scope.get("method")),
+                target=_target(scope),
+            )
             chan.done("error")
         else:
             chan.done(None)
@@ -403,7 +434,9 @@ async def _run_ws(app, cycle):
         ):
             cycle.chan.done(None)  # the client left: not an app error
         else:
-            _log(ERROR, "ASGI app raised on WebSocket %s\n%s" % (cycle.scope.get("path"), format_exception(exc)))
+            # a WebSocket is opened by a GET (RFC 6455 §4.1; RFC 8441's
+            # CONNECT over HTTP/2 is not served)
+            _log(ERROR, "asgi: WebSocket app raised", method="GET", target=_target(cycle.scope), traceback=_traceback(exc))
             cycle.chan.done("error")
     else:
         cycle.chan.done(None)
@@ -451,10 +484,10 @@ class Lifespan:
                     # support lifespan; the server goes on without it.
                     self.supported = False
                     _log(INFO, "ASGI lifespan: the app raised %s on the lifespan scope; continuing without lifespan (--lifespan off silences this)" % type(exc).__name__)
-                    _log(DEBUG, format_exception(exc))
+                    _log(DEBUG, "asgi: lifespan: the app raised", traceback=_traceback(exc))
                     _set(self.startup_result, (True, ""))
                 else:
-                    _set(self.startup_result, (False, format_exception(exc)))
+                    _set(self.startup_result, (False, _traceback(exc)))
             elif not self.startup_result.result()[0] or (
                 self.shutdown_result.done() and not self.shutdown_result.result()[0]
             ):
@@ -464,7 +497,7 @@ class Lifespan:
                 pass
             else:
                 when = "during shutdown" if self.shutting else "after startup completed"
-                _log(ERROR, "ASGI lifespan: the app raised %s\n%s" % (when, format_exception(exc)))
+                _log(ERROR, "asgi: lifespan: the app raised %s" % when, traceback=_traceback(exc))
         finally:
             if not self.startup_result.done():
                 if self.mode == "auto":
