@@ -29,7 +29,7 @@
 //     released) before the next is asked for. close() always runs.
 //     wsgi.file_wrapper over a regular file is handed to Go as a dup'd fd
 //     and sent with sendfile.
-//  5. The pool lists the finished job (ts_job_done) and the dispatcher
+//  5. The pool lists the finished job (ts_pool_done) and the dispatcher
 //     (done.go) wakes the goroutine; finish writes what is left (head, gathered body,
 //     file) or answers 500 (nothing sent yet) or cuts the connection (app
 //     failed after the head went out).

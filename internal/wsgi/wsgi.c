@@ -115,7 +115,7 @@ ts_wsgi_job_trim(ts_wsgi_job *job)
 }
 
 int
-ts_wsgi_submit(ts_wsgi_job *job, const char *block, size_t len, int nentries,
+ts_wsgi_submit(ts_pool *pool, ts_wsgi_job *job, const char *block, size_t len, int nentries,
                size_t body_off, size_t body_len, int body_done, int is_head)
 {
     if (ts_buf_reserve(&job->req, &job->req_cap, len) != 0) {
@@ -142,7 +142,7 @@ ts_wsgi_submit(ts_wsgi_job *job, const char *block, size_t len, int nentries,
     job->file_count = 0;
     job->error = NULL;
     job->base.started_ns = 0;
-    if (ts_pool_submit(&job->base) != 0) {
+    if (ts_pool_submit(pool, &job->base) != 0) {
         return TS_WSGI_SUBMIT_FULL;
     }
     return 0;
@@ -1184,8 +1184,9 @@ signal:
         PyErr_Clear();  /* no exception may be set when the thread detaches */
     }
     job->base.gil_wait_ns = t->gil_wait_ns;
-    /* Completion: listed for Go's dispatcher (pool.c, the done list). */
-    ts_job_done(&job->base);
+    /* Completion: listed for Go's dispatcher (pool.c, the done list of
+     * the pool running it). */
+    ts_pool_done(t->pool, &job->base);
 }
 
 void

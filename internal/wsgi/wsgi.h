@@ -68,12 +68,12 @@ ts_wsgi_job *ts_wsgi_job_new(void);
 void ts_wsgi_job_trim(ts_wsgi_job *job);
 /* ts_wsgi_submit copies the request block (len bytes: nentries entries,
  * then body_len prefetched body bytes at body_off) into the job, resets
- * its response side and queues it on the pool: the one cgo call of a
+ * its response side and queues it on pool: the one cgo call of a
  * request's submission. Returns 0, TS_WSGI_SUBMIT_NOMEM when the block
  * cannot be stored, or TS_WSGI_SUBMIT_FULL when the queue is full or the
  * pool is stopping (ts_pool_submit). */
 enum { TS_WSGI_SUBMIT_NOMEM = -1, TS_WSGI_SUBMIT_FULL = -2 };
-int ts_wsgi_submit(ts_wsgi_job *job, const char *block, size_t len, int nentries,
+int ts_wsgi_submit(ts_pool *pool, ts_wsgi_job *job, const char *block, size_t len, int nentries,
                    size_t body_off, size_t body_len, int body_done, int is_head);
 
 #endif /* TS_WSGI_H */
