@@ -4,10 +4,6 @@ package wsgi
 #include <stdlib.h>
 #include <string.h>
 #include "wsgi.h"
-
-void ts_wsgi_job_init(ts_wsgi_job *job, uintptr_t handle);
-void ts_wsgi_job_free(ts_wsgi_job *job);
-
 */
 import "C"
 
