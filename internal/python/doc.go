@@ -1,16 +1,20 @@
 // Package python embeds CPython: it initialises the interpreter on a
-// dedicated main thread, runs a pool of Python threads that wait for jobs
-// on a C-side queue, and owns the one attach/detach pair (thread.c) where
-// the turnstile barrier lives.
+// dedicated main thread, runs pools of Python threads that wait for jobs
+// on a C-side queue (Pool, a value: a worker may hold several, each with
+// its own threads, queue and done list), and owns the one attach/detach
+// pair (thread.c) where the turnstile barrier lives (one per process, as
+// the GIL is). wakelist.h is the list + eventfd + need-wake protocol by
+// which a C producer wakes one consumer per burst (a pool's done list).
 //
 // Life of a job (DESIGN.md, the crossing rule):
 //
 //  1. A handler goroutine fills a C-allocated job (ts_job, embedded in the
-//     interface's own job type) and calls ts_pool_submit: one short cgo
-//     call that locks the queue, appends, wakes a parked thread (its own
+//     interface's own job type) and calls ts_pool_submit with the pool's
+//     C handle (Pool.C): one short cgo call that locks that pool's queue,
+//     appends, wakes a parked thread (its own
 //     semaphore; pool.c says why not a condition variable) and returns. A
 //     full queue returns -1 (the caller answers 503).
-//  2. A pool thread (pthread "ts-py-N", created in pool.c, attached to its
+//  2. A pool thread (pthread "ts-py-N" in the WSGI pool, created in pool.c, attached to its
 //     own PyThreadState for life) pops the job. If it had gone idle it
 //     attaches through ts_thread_attach, which times the GIL wait; if it
 //     just finished a job it keeps the GIL unless the turnstile says to
@@ -18,10 +22,11 @@
 //  3. job->run executes attached. It may detach around C→Go calls for
 //     blocking I/O (body reads, socket writes), never holding the GIL
 //     across them.
-//  4. run lists the job on the done list (ts_job_done); the dispatcher
-//     goroutine, reading the list's eventfd through Go's netpoller (no OS
-//     thread blocked), wakes the handler goroutine, which finishes the
-//     response in Go.
+//  4. run lists the job on its pool's done list (ts_pool_done); the
+//     pool's dispatcher goroutine (Pool.Dispatch), reading the list's
+//     eventfd through Go's netpoller (no OS thread blocked), calls the
+//     interface's wake function, which wakes the handler goroutine; it
+//     finishes the response in Go.
 //
 // Threads: only threads this package creates attach through the pair.
 // Threads the app starts attach on their own (PyGILState), and CPython

@@ -52,7 +52,6 @@
 #include <dlfcn.h>
 #include <pthread.h>
 
-extern int ts_pool_threads;
 _Atomic unsigned long ts_gil_passes;
 
 typedef int (*timedwait_fn)(pthread_cond_t *, pthread_mutex_t *,
@@ -187,7 +186,8 @@ pthread_cond_timedwait(pthread_cond_t *cond, pthread_mutex_t *mutex,
     }
     start = ts_now_ns();
     mid_job = 0;
-    if (t->kind == TS_KIND_POOL && ts_turn_enabled && ts_pool_threads > 1) {
+    if (t->kind == TS_KIND_POOL && ts_turn_enabled
+        && atomic_load_explicit(&ts_turn_threads, memory_order_relaxed) > 1) {
         int64_t cap, dl;
         if (!t->attached) {
             /* In ts_thread_attach: fresh work. It asks for the GIL after

@@ -5,12 +5,13 @@
  * DESIGN.md, the crossing rule: Python threads live inside C, waiting on a
  * C-side queue; a handler goroutine makes one short call (ts_pool_submit)
  * and learns of completion without an OS thread blocking for it: the
- * finished job goes on the done list (ts_job_done), whose one eventfd Go's
- * dispatcher goroutine reads through the netpoller; it takes the whole
- * list and wakes each job's goroutine on a channel. The eventfd is written
- * only when the dispatcher armed it (the protocol of the ASGI bridge's
- * queues), so a burst of completions costs the pool one write(2) under the
- * GIL instead of one per job (each job had its own eventfd before).
+ * finished job goes on the pool's done list (ts_pool_done), whose one
+ * eventfd Go's dispatcher goroutine (python.Pool.Dispatch) reads through
+ * the netpoller; it takes the whole list and wakes each job's goroutine
+ * on a channel. The list is a ts_wakelist (wakelist.h): the eventfd is
+ * written only when the dispatcher armed it, so a burst of completions
+ * costs the pool one write(2) under the GIL instead of one per job (each
+ * job had its own eventfd before).
  * Measured with a prototype here, handing jobs to locked goroutines over Go
  * channels gave 76 k req/s with two threads where this design gave 666 k.
  *
@@ -23,17 +24,28 @@
  * have left their wait (the group switch), and a Go thread blocked there,
  * on a core it shares with the pool threads, hands the core to a pool
  * thread once per request (measured: about one context switch per request
- * and 16 µs of CPU instead of 12 on WSGI hello, in one run out of three). A thread takes a job only once attached: after a job
- * it hands the GIL over if the turnstile says so (thread.c), re-attaches,
- * and only then takes the oldest job. A job therefore never waits for the
+ * and 16 µs of CPU instead of 12 on WSGI hello, in one run out of three).
+ * A thread takes a job only once attached: after a job it hands the GIL
+ * over if the turnstile says so (thread.c), re-attaches, and only then
+ * takes the oldest job. A job therefore never waits for the
  * GIL bound to a thread that lost the race for it (the convoy's victim);
  * it waits in the FIFO queue (queue_wait) and is served in order by
  * whichever thread holds the GIL, and its GIL wait is what CPython makes it
  * wait mid-request (switch-interval drops, blocking calls).
  *
+ * A pool is a value (ts_pool, python.Pool in Go): a worker may hold
+ * several, each with its own threads, queue, lock, idle stack and done
+ * list; nothing here is process state. What is shared is the GIL, so the
+ * turnstile that orders the attaches (thread.c) sees the threads of every
+ * pool. The functions on the request path take the pool as their first
+ * argument; a pool thread finds its own through ts_thread.pool.
+ *
  * Threads are created here with pthread_create, with an explicit stack
- * size (Go-created threads get default attributes), and named ts-py-<i>
- * (at most 15 characters, so `top -H` shows them).
+ * size (Go-created threads get default attributes), and named
+ * <name>-<i>, ts-py-<i> for the WSGI pool (at most 15 characters, so
+ * `top -H` shows them). A pool is never freed: its threads' states cannot
+ * be cleared without finalising (DESIGN.md), and the turnstile keeps its
+ * threads on its list.
  */
 #include "tspy.h"
 
@@ -41,43 +53,44 @@
 #include <sched.h>
 #include <pthread.h>
 #include <semaphore.h>
-#include <stdatomic.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/eventfd.h>
 #include <unistd.h>
 
-int ts_pool_threads;
-int ts_pool_batch = 1;  /* TURNSTILE_POOL_BATCH=0 clears it */
-
-static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
-static ts_job *head, *tail;      /* guarded by lock */
-static long queued, busy, idle;  /* guarded by lock; idle = parked, not yet woken */
-static int *parked;              /* idle stack of thread indexes, guarded by lock */
-static sem_t *parks;             /* one per thread: a parked thread waits on its own */
-static long queue_bound;
-static int stopping;             /* guarded by lock */
-static pthread_t *tids;
-
-static ts_thread *threads;
-static PyInterpreterState *interp;
+struct ts_pool {
+    pthread_mutex_t lock;
+    ts_job *head, *tail;      /* guarded by lock */
+    long queued, busy, idle;  /* guarded by lock; idle = parked, not yet woken */
+    int *parked;              /* idle stack of thread indexes, guarded by lock */
+    sem_t *parks;             /* one per thread: a parked thread waits on its own */
+    long queue_bound;
+    int stopping;             /* guarded by lock */
+    int nthreads;             /* set before the threads start, then read-only */
+    int batch;                /* the threads run under SCHED_BATCH */
+    pthread_t *tids;
+    ts_thread *threads;
+    PyInterpreterState *interp;
+    char name[TS_POOL_NAME_MAX + 1];
+    ts_wakelist done;         /* finished jobs, for Go's dispatcher */
+};
 
 static ts_job *
-pop_locked(void)
+pop_locked(ts_pool *p)
 {
-    ts_job *job = head;
+    ts_job *job = p->head;
     if (job != NULL) {
-        head = job->next;
-        if (head == NULL) {
-            tail = NULL;
+        p->head = job->next;
+        if (p->head == NULL) {
+            p->tail = NULL;
         }
         else {
-            head->prev = NULL;
+            p->head->prev = NULL;
         }
         job->next = NULL;
         job->state = TS_JOB_RUNNING;
-        queued--;
+        p->queued--;
     }
     return job;
 }
@@ -86,12 +99,13 @@ static void *
 pool_main(void *arg)
 {
     ts_thread *t = arg;
+    ts_pool *p = t->pool;
     char name[16];
     ts_job *job;
 
-    snprintf(name, sizeof(name), "ts-py-%d", t->index);
+    snprintf(name, sizeof(name), "%s-%d", p->name, t->index);
     (void)pthread_setname_np(pthread_self(), name);  /* cosmetic */
-    if (ts_pool_batch) {
+    if (p->batch) {
         /* SCHED_BATCH: same CPU share, no wake-up preemption. A job
          * submitted by Go then does not preempt the Go thread that
          * submitted it (on a shared core, a context switch per request);
@@ -104,7 +118,7 @@ pool_main(void *arg)
 
     /* Created on this thread: its thread id and PyGILState binding are
      * fixed at creation. */
-    t->tstate = PyThreadState_New(interp);
+    t->tstate = PyThreadState_New(p->interp);
     t->attached = 0;
     ts_thread_attach(t);
 
@@ -113,29 +127,29 @@ pool_main(void *arg)
          * while it waits for the GIL, so a job is not bound to a thread
          * that lost the race for it; it waits in the FIFO queue and the
          * thread holding the GIL takes it. */
-        pthread_mutex_lock(&lock);
-        job = pop_locked();
+        pthread_mutex_lock(&p->lock);
+        job = pop_locked(p);
         if (job != NULL) {
-            busy++;
+            p->busy++;
         }
-        pthread_mutex_unlock(&lock);
+        pthread_mutex_unlock(&p->lock);
         if (job == NULL) {
             int stop;
             ts_thread_detach(t, 0);
-            pthread_mutex_lock(&lock);
-            while (head == NULL && !stopping) {
+            pthread_mutex_lock(&p->lock);
+            while (p->head == NULL && !p->stopping) {
                 /* Park: whoever queues a job (or stops the pool) pops
                  * this thread off the idle stack and posts its own
                  * semaphore. */
-                parked[idle++] = t->index;
-                pthread_mutex_unlock(&lock);
-                while (sem_wait(&parks[t->index]) != 0) {
+                p->parked[p->idle++] = t->index;
+                pthread_mutex_unlock(&p->lock);
+                while (sem_wait(&p->parks[t->index]) != 0) {
                     /* EINTR: wait again */
                 }
-                pthread_mutex_lock(&lock);
+                pthread_mutex_lock(&p->lock);
             }
-            stop = head == NULL;  /* stopping, and nothing left to serve */
-            pthread_mutex_unlock(&lock);
+            stop = p->head == NULL;  /* stopping, and nothing left to serve */
+            pthread_mutex_unlock(&p->lock);
             if (stop) {
                 break;
             }
@@ -146,9 +160,9 @@ pool_main(void *arg)
         job->thread_index = t->index;
         job->started_ns = ts_now_ns();
         job->run(job, t);
-        pthread_mutex_lock(&lock);
-        busy--;
-        pthread_mutex_unlock(&lock);
+        pthread_mutex_lock(&p->lock);
+        p->busy--;
+        pthread_mutex_unlock(&p->lock);
         /* A job boundary: hand the GIL over if the turnstile says so
          * (thread.c), before taking the next job. */
         ts_thread_yield_if_due(t);
@@ -159,79 +173,107 @@ pool_main(void *arg)
     return NULL;
 }
 
-int
-ts_pool_start(int n, int queue_size, size_t stack_bytes)
+ts_pool *
+ts_pool_start(const char *name, int n, int queue_size, size_t stack_bytes, int batch)
 {
     pthread_attr_t attr;
+    ts_pool *p;
     int i, rc;
 
-    interp = PyInterpreterState_Main();
-    queue_bound = queue_size;
-    ts_pool_threads = n;
-    tids = calloc(n, sizeof(*tids));
-    threads = calloc(n, sizeof(*threads));
-    parked = calloc(n, sizeof(*parked));
-    parks = calloc(n, sizeof(*parks));
-    if (tids == NULL || threads == NULL || parked == NULL || parks == NULL) {
+    if (n < 1 || strlen(name) > TS_POOL_NAME_MAX) {
+        errno = EINVAL;
+        return NULL;
+    }
+    p = calloc(1, sizeof(*p));
+    if (p == NULL) {
         errno = ENOMEM;
-        return -1;
+        return NULL;
+    }
+    p->interp = PyInterpreterState_Main();
+    p->queue_bound = queue_size;
+    p->nthreads = n;
+    p->batch = batch;
+    strcpy(p->name, name);
+    p->tids = calloc(n, sizeof(*p->tids));
+    p->threads = calloc(n, sizeof(*p->threads));
+    p->parked = calloc(n, sizeof(*p->parked));
+    p->parks = calloc(n, sizeof(*p->parks));
+    if (p->tids == NULL || p->threads == NULL || p->parked == NULL || p->parks == NULL) {
+        free(p->tids);
+        free(p->threads);
+        free(p->parked);
+        free(p->parks);
+        free(p);
+        errno = ENOMEM;
+        return NULL;
+    }
+    if ((rc = pthread_mutex_init(&p->lock, NULL)) != 0) {
+        errno = rc;
+        return NULL;  /* leaked: start-up fails and the worker exits */
+    }
+    if (ts_wakelist_init(&p->done) != 0) {
+        return NULL;  /* errno from eventfd; leaked as above */
     }
     for (i = 0; i < n; i++) {
-        sem_init(&parks[i], 0, 0);
+        sem_init(&p->parks[i], 0, 0);
+        p->threads[i].kind = TS_KIND_POOL;
+        p->threads[i].index = i;
+        p->threads[i].pool = p;
+        ts_turn_register(&p->threads[i]);
     }
     pthread_attr_init(&attr);
     if (stack_bytes > 0) {
         pthread_attr_setstacksize(&attr, stack_bytes);
     }
     for (i = 0; i < n; i++) {
-        threads[i].kind = TS_KIND_POOL;
-        threads[i].index = i;
-        rc = pthread_create(&tids[i], &attr, pool_main, &threads[i]);
+        rc = pthread_create(&p->tids[i], &attr, pool_main, &p->threads[i]);
         if (rc != 0) {
+            /* The threads already started keep p: leaked, and the
+             * worker exits (start-up failed). */
             pthread_attr_destroy(&attr);
             errno = rc;
-            return -1;
+            return NULL;
         }
     }
     pthread_attr_destroy(&attr);
-    return 0;
+    return p;
 }
 
 int
-ts_pool_submit(ts_job *job)
+ts_pool_submit(ts_pool *p, ts_job *job)
 {
     int wake = -1;
 
     job->enqueued_ns = ts_now_ns();
     job->next = NULL;
     job->prev = NULL;
-    pthread_mutex_lock(&lock);
-    if (stopping || queued >= queue_bound) {
-        pthread_mutex_unlock(&lock);
+    pthread_mutex_lock(&p->lock);
+    if (p->stopping || p->queued >= p->queue_bound) {
+        pthread_mutex_unlock(&p->lock);
         return -1;
     }
     job->state = TS_JOB_QUEUED;
-    job->prev = tail;
-    if (tail != NULL) {
-        tail->next = job;
+    job->prev = p->tail;
+    if (p->tail != NULL) {
+        p->tail->next = job;
     }
     else {
-        head = job;
+        p->head = job;
     }
-    tail = job;
-    queued++;
-    if (idle > 0) {
-        wake = parked[--idle];
+    p->tail = job;
+    p->queued++;
+    if (p->idle > 0) {
+        wake = p->parked[--p->idle];
     }
-    pthread_mutex_unlock(&lock);
+    pthread_mutex_unlock(&p->lock);
     if (wake >= 0) {
-        sem_post(&parks[wake]);  /* never blocks (pthread_cond_signal can) */
+        sem_post(&p->parks[wake]);  /* never blocks (pthread_cond_signal can) */
     }
     return 0;
 }
 
 int
-ts_pool_cancel(ts_job *job)
+ts_pool_cancel(ts_pool *p, ts_job *job)
 {
     int removed = 0;
 
@@ -239,158 +281,102 @@ ts_pool_cancel(ts_job *job)
      * under: a job is either taken (RUNNING) or withdrawn (IDLE), never
      * both. Unlinked through prev/next, in O(1): a burst of 2 000
      * abandoned requests is withdrawn without walking the queue. */
-    pthread_mutex_lock(&lock);
+    pthread_mutex_lock(&p->lock);
     if (job->state == TS_JOB_QUEUED) {
         if (job->prev != NULL) {
             job->prev->next = job->next;
         }
         else {
-            head = job->next;
+            p->head = job->next;
         }
         if (job->next != NULL) {
             job->next->prev = job->prev;
         }
         else {
-            tail = job->prev;
+            p->tail = job->prev;
         }
         job->next = job->prev = NULL;
         job->state = TS_JOB_IDLE;
-        queued--;
+        p->queued--;
         removed = 1;
     }
-    pthread_mutex_unlock(&lock);
+    pthread_mutex_unlock(&p->lock);
     return removed;
 }
 
 void
-ts_pool_stop(void)
+ts_pool_stop(ts_pool *p)
 {
     int i;
 
-    pthread_mutex_lock(&lock);
-    stopping = 1;
-    while (idle > 0) {
-        sem_post(&parks[parked[--idle]]);
+    pthread_mutex_lock(&p->lock);
+    p->stopping = 1;
+    while (p->idle > 0) {
+        sem_post(&p->parks[p->parked[--p->idle]]);
     }
-    pthread_mutex_unlock(&lock);
-    for (i = 0; i < ts_pool_threads; i++) {
-        (void)pthread_join(tids[i], NULL);  /* a thread that never ends is a hung app: the caller bounds the wait */
+    pthread_mutex_unlock(&p->lock);
+    for (i = 0; i < p->nthreads; i++) {
+        (void)pthread_join(p->tids[i], NULL);  /* a thread that never ends is a hung app: the caller bounds the wait */
     }
 }
 
 void
-ts_pool_get_stats(ts_pool_stats *s)
+ts_pool_get_stats(ts_pool *p, ts_pool_stats *s)
 {
-    pthread_mutex_lock(&lock);
-    s->threads = ts_pool_threads;
-    s->busy = busy;
-    s->idle = idle;
-    s->queued = queued;
-    s->queue_size = queue_bound;
-    pthread_mutex_unlock(&lock);
+    pthread_mutex_lock(&p->lock);
+    s->threads = p->nthreads;
+    s->busy = p->busy;
+    s->idle = p->idle;
+    s->queued = p->queued;
+    s->queue_size = p->queue_bound;
+    pthread_mutex_unlock(&p->lock);
 }
 
 PyThreadState *
-ts_pool_tstate(int i)
+ts_pool_tstate(ts_pool *p, int i)
 {
-    if (i < 0 || i >= ts_pool_threads || threads == NULL) {
+    if (i < 0 || i >= p->nthreads) {
         return NULL;
     }
-    return threads[i].tstate;
-}
-
-int64_t
-ts_pool_oldest_wait(int64_t now)
-{
-    int64_t oldest = 0;
-    int i;
-
-    /* Racy reads of each thread's wait start: a scan of a few entries
-     * with no lock and no syscall, on the barrier's path only. */
-    for (i = 0; i < ts_pool_threads; i++) {
-        int64_t since = atomic_load_explicit(&threads[i].wait_start_ns, memory_order_relaxed);
-        if (since > 0 && now - since > oldest) {
-            oldest = now - since;
-        }
-    }
-    return oldest;
+    return p->threads[i].tstate;
 }
 
 /* ---- the done list ---------------------------------------------------- */
 
-static pthread_mutex_t dlock = PTHREAD_MUTEX_INITIALIZER;
-static ts_job *dhead, *dtail;            /* guarded by dlock */
-static int done_fd = -1;
-static _Atomic int done_need_wake = 1;
-
-/* ts_pool_done_open creates the done list's eventfd, once. Returns it, or
- * -1 with errno. */
 int
-ts_pool_done_open(void)
+ts_pool_done_fd(ts_pool *p)
 {
-    if (done_fd < 0) {
-        done_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-    }
-    return done_fd;
+    return p->done.fd;
 }
 
-/* ts_job_done lists a finished job for Go. Once per run, any thread. */
 void
-ts_job_done(ts_job *job)
+ts_pool_done(ts_pool *p, ts_job *job)
 {
-    uint64_t one = 1;
-
-    pthread_mutex_lock(&dlock);
-    job->done_next = NULL;
-    if (dtail) {
-        dtail->done_next = job;
-    } else {
-        dhead = job;
-    }
-    dtail = job;
-    pthread_mutex_unlock(&dlock);
-    if (atomic_exchange(&done_need_wake, 0) == 1) {
-        if (write(done_fd, &one, sizeof(one)) < 0) {
-            /* EAGAIN: the counter is full, the dispatcher is awake anyway */
-        }
-    }
+    (void)ts_wakelist_push(&p->done, &job->done, 0);  /* never closed: cannot fail */
 }
 
-/* ts_pool_done_take moves up to max listed jobs' go_ids to ids and returns
- * how many. *armed is set when it found the list empty and armed the
- * eventfd (or a producer took the flag back and wrote it): the dispatcher
- * may then block on the eventfd; otherwise it calls again. Go's
- * dispatcher goroutine only. */
 int
-ts_pool_done_take(uintptr_t *ids, int max, int *armed)
+ts_pool_done_take(ts_pool *p, uintptr_t *ids, int max, int *armed)
 {
     int n = 0, empty;
 
     *armed = 0;
     for (;;) {
-        pthread_mutex_lock(&dlock);
-        while (dhead && n < max) {
-            ts_job *job = dhead;
-            dhead = job->done_next;
-            if (dhead == NULL) {
-                dtail = NULL;
-            }
-            job->done_next = NULL;
-            ids[n++] = job->go_id;
+        ts_wakenode *w = ts_wakelist_take(&p->done, max - n, &empty);
+        while (w != NULL) {
+            ts_wakenode *next = w->next;
+            ids[n++] = ((ts_job *)((char *)w - offsetof(ts_job, done)))->go_id;
+            w = next;
         }
-        empty = dhead == NULL;
-        pthread_mutex_unlock(&dlock);
         if (!empty) {
             return n; /* n == max: more to take */
         }
-        atomic_store(&done_need_wake, 1);
-        pthread_mutex_lock(&dlock);
-        empty = dhead == NULL;
-        pthread_mutex_unlock(&dlock);
-        if (empty || atomic_exchange(&done_need_wake, 0) == 0) {
+        if (ts_wakelist_arm(&p->done)) {
             *armed = 1;
             return n;
         }
+        /* listed meanwhile, and the flag taken back before any producer
+         * saw it: go on taking */
         if (n == max) {
             return n;
         }

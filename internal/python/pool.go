@@ -1,13 +1,19 @@
 package python
 
 /*
+#include <stdlib.h>
 #include "tspy.h"
 */
 import "C"
 
 import (
 	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"sync"
 	"time"
+	"unsafe"
 )
 
 // DefaultStackBytes is the stack of each Python thread: deep C recursion in
@@ -15,24 +21,68 @@ import (
 // pthread stack.
 const DefaultStackBytes = 16 << 20
 
-// StartPool starts n Python threads (ts-py-0 ...) waiting on a C-side job
-// queue bounded at queueSize jobs. Call after Start. turn turns the
-// barrier of the turnstile on; batch runs the pool threads under
-// SCHED_BATCH (no wake-up preemption of the Go thread that submits their
-// jobs; docs/design.md). Both are on but for an A/B run
-// (config.Switches: TURNSTILE_POOL_TURN, TURNSTILE_POOL_BATCH). Threads and
-// processes the app starts from a pool thread inherit SCHED_BATCH.
-func StartPool(n, queueSize int, turn, batch bool) error {
-	if !turn {
+// PoolConfig describes a pool of Python threads (StartPool).
+type PoolConfig struct {
+	// Name prefixes the threads' names: <Name>-<i>, as top -H shows them.
+	// At most 9 bytes. Default "ts-py" (the WSGI pool).
+	Name string
+	// Threads is how many Python threads run jobs. Required (at least 1).
+	Threads int
+	// QueueSize bounds the jobs waiting for a thread (the bound rule): a
+	// submission past it is refused and the caller answers 503.
+	QueueSize int
+	// StackBytes is each thread's stack. Default DefaultStackBytes.
+	StackBytes int
+	// NoTurn turns the barrier of the turnstile off, process-wide (the
+	// last pool started decides), and NoBatch runs the pool threads
+	// without SCHED_BATCH: both only for an A/B run (config.Switches:
+	// TURNSTILE_POOL_TURN=0, TURNSTILE_POOL_BATCH=0).
+	NoTurn, NoBatch bool
+}
+
+// Pool is a pool of Python threads waiting on a C-side job queue, with
+// the done list through which finished jobs reach Go (pool.c). A worker
+// may hold several; each has its own threads, queue, lock and done
+// eventfd. The turnstile between their threads is one per process, as
+// the GIL is (thread.c). Make it with StartPool; its methods are safe for
+// concurrent use.
+type Pool struct {
+	c    *C.ts_pool
+	name string
+
+	dispatch struct {
+		once sync.Once
+		err  error
+	}
+}
+
+// StartPool starts cfg.Threads Python threads (<Name>-0 ...) waiting on a
+// C-side job queue bounded at cfg.QueueSize jobs. Call after Start. The
+// barrier of the turnstile is on unless cfg.NoTurn; the pool threads run
+// under SCHED_BATCH (no wake-up preemption of the Go thread that submits
+// their jobs; docs/design.md) unless cfg.NoBatch. Threads and processes
+// the app starts from a pool thread inherit SCHED_BATCH.
+func StartPool(cfg PoolConfig) (*Pool, error) {
+	if cfg.NoTurn {
 		C.ts_turn_enabled = 0
 	}
-	if !batch {
-		C.ts_pool_batch = 0
+	batch := C.int(1)
+	if cfg.NoBatch {
+		batch = 0
 	}
-	if rc, err := C.ts_pool_start(C.int(n), C.int(queueSize), C.size_t(DefaultStackBytes)); rc != 0 {
-		return fmt.Errorf("python: cannot start %d pool threads: %w", n, err)
+	if cfg.Name == "" {
+		cfg.Name = "ts-py"
 	}
-	return nil
+	if cfg.StackBytes == 0 {
+		cfg.StackBytes = DefaultStackBytes
+	}
+	name := C.CString(cfg.Name)
+	defer C.free(unsafe.Pointer(name))
+	c, err := C.ts_pool_start(name, C.int(cfg.Threads), C.int(cfg.QueueSize), C.size_t(cfg.StackBytes), batch)
+	if c == nil {
+		return nil, fmt.Errorf("python: cannot start %d pool threads: %w", cfg.Threads, err)
+	}
+	return &Pool{c: c, name: cfg.Name}, nil
 }
 
 // TurnEnabled reports whether the turnstile barrier is on.
@@ -49,12 +99,28 @@ func GILWaitTiming() string {
 	return "attach"
 }
 
-// StopPool lets running jobs finish and joins the pool threads, waiting at
-// most timeout. It reports whether every thread ended.
-func StopPool(timeout time.Duration) bool {
+// C returns the pool's C handle (a ts_pool *, tspy.h) for the C of an
+// interface package, which submits to and cancels on it
+// (ts_pool_submit, ts_pool_cancel): cgo gives each package its own
+// C.ts_pool type, so the pointer crosses as unsafe.Pointer.
+func (p *Pool) C() unsafe.Pointer { return unsafe.Pointer(p.c) }
+
+// ThreadName is the name of thread i: <Name>-<i>.
+func (p *Pool) ThreadName(i int) string { return p.name + "-" + strconv.Itoa(i) }
+
+// ThreadState returns thread i's PyThreadState for SampleStack (nil out
+// of range).
+func (p *Pool) ThreadState(i int) unsafe.Pointer {
+	return unsafe.Pointer(C.ts_pool_tstate(p.c, C.int(i)))
+}
+
+// Stop lets running jobs finish and joins the pool's threads, waiting at
+// most timeout. It reports whether every thread ended; the pool takes no
+// job after it.
+func (p *Pool) Stop(timeout time.Duration) bool {
 	done := make(chan struct{})
 	go func() {
-		C.ts_pool_stop()
+		C.ts_pool_stop(p.c)
 		close(done)
 	}()
 	select {
@@ -65,25 +131,74 @@ func StopPool(timeout time.Duration) bool {
 	}
 }
 
-// PoolStats is a snapshot of the pool for metrics and /readyz.
+// PoolStats is a snapshot of a pool for metrics, /readyz and the gate.
 type PoolStats struct {
 	// Busy threads run a job, Idle ones wait for work; the rest are
 	// between the two (waiting for the GIL before they take a job).
 	Threads, Busy, Idle, Queued, QueueSize int
-	Attaches                               [4]uint64 // by thread kind: pool, loop, sampler, main
-	BarrierYields                          uint64
-	GILPasses                              uint64 // mid-job GIL wake-ups handed to a thread waiting to attach (gilwait.c)
 }
 
-// Stats returns a snapshot of the pool.
-func Stats() PoolStats {
+// Stats returns a snapshot of the pool, read under its lock.
+func (p *Pool) Stats() PoolStats {
 	var s C.ts_pool_stats
-	C.ts_pool_get_stats(&s)
-	ps := PoolStats{Threads: int(s.threads), Busy: int(s.busy), Idle: int(s.idle), Queued: int(s.queued), QueueSize: int(s.queue_size)}
-	for i := range ps.Attaches {
-		ps.Attaches[i] = uint64(C.ts_attach_count(C.int(i)))
+	C.ts_pool_get_stats(p.c, &s)
+	return PoolStats{Threads: int(s.threads), Busy: int(s.busy), Idle: int(s.idle), Queued: int(s.queued), QueueSize: int(s.queue_size)}
+}
+
+// TurnStats counts the turnstile's work, process-wide (every pool's
+// threads share the GIL and the turnstile; thread.c, gilwait.c).
+type TurnStats struct {
+	Attaches      [4]uint64 // by thread kind: pool, loop, sampler, main
+	BarrierYields uint64
+	GILPasses     uint64 // mid-job GIL wake-ups handed to a thread waiting to attach (gilwait.c)
+}
+
+// Turnstile returns the turnstile's counters.
+func Turnstile() TurnStats {
+	var ts TurnStats
+	for i := range ts.Attaches {
+		ts.Attaches[i] = uint64(C.ts_attach_count(C.int(i)))
 	}
-	ps.BarrierYields = uint64(C.ts_barrier_yield_count())
-	ps.GILPasses = uint64(C.ts_gil_pass_count())
-	return ps
+	ts.BarrierYields = uint64(C.ts_barrier_yield_count())
+	ts.GILPasses = uint64(C.ts_gil_pass_count())
+	return ts
+}
+
+// Dispatch starts, once, the pool's dispatcher goroutine: it reads the
+// done list's eventfd through the netpoller (no OS thread blocked), takes
+// the finished jobs and calls wake with each one's go_id (ts_job), on its
+// own goroutine, in completion order. wake must not block. Later calls
+// return the first call's error and ignore their wake: a pool has one
+// consumer of its done list. Errors: the eventfd cannot be wrapped.
+func (p *Pool) Dispatch(wake func(id uintptr)) error {
+	p.dispatch.once.Do(func() {
+		fd := C.ts_pool_done_fd(p.c)
+		if fd < 0 {
+			p.dispatch.err = fmt.Errorf("python: pool %s has no done eventfd", p.name)
+			return
+		}
+		go p.dispatchDone(os.NewFile(uintptr(fd), p.name+"-done"), wake)
+	})
+	return p.dispatch.err
+}
+
+// dispatchDone wakes the goroutines of finished jobs, for ever.
+func (p *Pool) dispatchDone(f *os.File, wake func(id uintptr)) {
+	var buf [8]byte
+	ids := make([]C.uintptr_t, 256)
+	for {
+		if _, err := io.ReadFull(f, buf[:]); err != nil {
+			panic("python: done list eventfd read: " + err.Error())
+		}
+		for {
+			var armed C.int
+			n := int(C.ts_pool_done_take(p.c, &ids[0], C.int(len(ids)), &armed))
+			for _, id := range ids[:n] {
+				wake(uintptr(id))
+			}
+			if armed != 0 {
+				break
+			}
+		}
+	}
 }

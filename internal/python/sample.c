@@ -114,7 +114,3 @@ ts_sample_stack(PyThreadState *tstate, char *out, size_t cap)
     }
     return len;
 }
-
-/* ts_pool_thread_state returns pool thread i's thread state, for the
- * slow-request sampler. */
-extern PyThreadState *ts_pool_tstate(int i);

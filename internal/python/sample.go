@@ -55,11 +55,6 @@ func SampleStack(tstate unsafe.Pointer) []Frame {
 	return frames
 }
 
-// PoolThreadState returns pool thread i's PyThreadState for SampleStack.
-func PoolThreadState(i int) unsafe.Pointer {
-	return unsafe.Pointer(C.ts_pool_tstate(C.int(i)))
-}
-
 // GILHolder returns the PyThreadState of the thread holding the GIL, or
 // nil when it is free; read racily without the GIL, for the watchdog to
 // name the thread a stalled loop waits for.

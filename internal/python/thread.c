@@ -25,6 +25,13 @@
  * uncontended path makes no syscall, and a pool of one has no barrier.
  * TURNSTILE_POOL_TURN=0 turns the barrier off for A/B runs.
  *
+ * The GIL is one per process, so the turnstile's state is too, however
+ * many pools a worker holds (pool.c): the counters above, and the list of
+ * every pool's threads (ts_turn_register) whose wait starts the barrier
+ * scans and whose number says whether there is a barrier at all (fewer
+ * than two pool threads in the process: none). With one pool this is
+ * that pool's threads, as before pools were values.
+ *
  * What the barrier cannot govern: CPython itself drops and retakes the GIL
  * inside blocking calls and every switch interval, and threads the app
  * starts attach on their own. The barrier governs job boundaries only;
@@ -32,6 +39,7 @@
  */
 #include "tspy.h"
 
+#include <pthread.h>
 #include <sched.h>
 #include <time.h>
 
@@ -45,8 +53,12 @@ _Atomic unsigned long ts_barrier_yields;
 static _Atomic(ts_thread *) last_attacher;
 static _Atomic int64_t last_attach_ns;
 
-/* Pool size, set by pool.c; the barrier is off for a pool of one. */
-extern int ts_pool_threads;
+/* Every pool's threads, linked by turn_next, newest first: pushed by
+ * ts_turn_register before each thread starts, never removed (a pool is
+ * never freed). Written under turn_mu, read without a lock. */
+static pthread_mutex_t turn_mu = PTHREAD_MUTEX_INITIALIZER;
+static _Atomic(ts_thread *) turn_threads;
+_Atomic int ts_turn_threads;   /* how many: the barrier is off below two */
 
 static __thread ts_thread *current_thread;
 
@@ -100,11 +112,39 @@ ts_thread_attach(ts_thread *t)
     return now - start;
 }
 
+void
+ts_turn_register(ts_thread *t)
+{
+    pthread_mutex_lock(&turn_mu);
+    t->turn_next = atomic_load_explicit(&turn_threads, memory_order_relaxed);
+    atomic_store_explicit(&turn_threads, t, memory_order_release);
+    atomic_fetch_add_explicit(&ts_turn_threads, 1, memory_order_relaxed);
+    pthread_mutex_unlock(&turn_mu);
+}
+
+int64_t
+ts_turn_oldest_wait(int64_t now)
+{
+    int64_t oldest = 0;
+    ts_thread *t;
+
+    /* Racy reads of each thread's wait start: a scan of a few entries
+     * with no lock and no syscall, on the barrier's path only. */
+    for (t = atomic_load_explicit(&turn_threads, memory_order_acquire); t != NULL; t = t->turn_next) {
+        int64_t since = atomic_load_explicit(&t->wait_start_ns, memory_order_relaxed);
+        if (since > 0 && now - since > oldest) {
+            oldest = now - since;
+        }
+    }
+    return oldest;
+}
+
 /* barrier_due says whether t must hand the GIL over at this boundary. */
 static inline int
 barrier_due(ts_thread *t, int64_t now)
 {
-    if (!ts_turn_enabled || ts_pool_threads < 2 || t->kind != TS_KIND_POOL) {
+    if (!ts_turn_enabled || t->kind != TS_KIND_POOL
+        || atomic_load_explicit(&ts_turn_threads, memory_order_relaxed) < 2) {
         return 0;
     }
     if (atomic_load_explicit(&ts_waiting, memory_order_relaxed) == 0) {
@@ -126,7 +166,7 @@ barrier_due(ts_thread *t, int64_t now)
     /* A waiter that has already waited a slice is owed the GIL even if
      * this run is short: this bounds the wait of each thread, not just
      * the length of each run. */
-    return ts_pool_oldest_wait(now) >= TS_SLICE_NS;
+    return ts_turn_oldest_wait(now) >= TS_SLICE_NS;
 }
 
 /* barrier_wait spins with sched_yield until another attach completes or

@@ -13,6 +13,8 @@
 #include <stdint.h>
 #include <stdatomic.h>
 
+#include "wakelist.h"
+
 /* The versions this bridge is written and tested for. gilwait.c and
  * sample.c read CPython's private structures (the GIL's state, the frame
  * chain) with a layout per minor version: 3.11, 3.12 and 3.13 with the
@@ -36,13 +38,17 @@ enum ts_thread_kind {
     TS_KIND_COUNT = 4
 };
 
+typedef struct ts_pool ts_pool;
+
 /* One per Python thread that the server owns, created on that thread and
  * kept for the thread's whole life (a fresh PyGILState_Ensure per request
  * measured 8-10 us). */
 typedef struct ts_thread {
     PyThreadState *tstate;
     int kind;
-    int index;
+    int index;              /* within its pool */
+    ts_pool *pool;          /* TS_KIND_POOL: the pool it serves; else NULL */
+    struct ts_thread *turn_next; /* the turnstile's list of pool threads (thread.c) */
     int attached;           /* the pair is not re-entrant: it checks this */
     int64_t run_start_ns;   /* start of this thread's current run */
     int64_t gil_wait_ns;    /* summed over attaches since last reset */
@@ -94,7 +100,7 @@ unsigned long ts_tstate_native_id(PyThreadState *tstate);
 #define TS_PASS_MAX_INTERVALS 2
 extern _Atomic unsigned long ts_gil_passes;
 extern int ts_turn_enabled;     /* TURNSTILE_POOL_TURN=0 clears it */
-extern int ts_pool_batch;       /* TURNSTILE_POOL_BATCH=0 clears it */
+extern _Atomic int ts_turn_threads; /* pool threads of every pool (thread.c) */
 extern _Atomic long ts_waiting;
 extern _Atomic unsigned long ts_attaches;
 extern _Atomic unsigned long ts_attaches_by_kind[TS_KIND_COUNT];
@@ -103,13 +109,21 @@ unsigned long ts_attach_count(int kind);   /* for Go: cgo cannot read _Atomic */
 unsigned long ts_barrier_yield_count(void);
 unsigned long ts_gil_pass_count(void);
 void ts_gilwait_attached(ts_thread *t, int64_t now);
+/* ts_turn_register puts a pool thread on the turnstile's list, before the
+ * thread starts (pool.c). Any thread. */
+void ts_turn_register(ts_thread *t);
+/* The longest any pool thread has been waiting to attach, in ns (0: none).
+ * Racy reads, no lock; any thread. */
+int64_t ts_turn_oldest_wait(int64_t now);
 
 /* ---- jobs and the pool (pool.c) -------------------------------------- */
 
 typedef struct ts_job ts_job;
 
-/* ts_job is the head of every unit of work handed to the pool. run is
- * called on a pool thread, attached, and must leave no exception set. */
+/* ts_job is the head of every unit of work handed to a pool. run is
+ * called on a pool thread, attached, and must leave no exception set; it
+ * ends by listing the job on its pool's done list (ts_pool_done with
+ * t->pool). */
 struct ts_job {
     ts_job *next, *prev;     /* the queue (pool.c): doubly linked, so that a
                                 withdrawal (ts_pool_cancel) is O(1) */
@@ -119,48 +133,62 @@ struct ts_job {
     int64_t gil_wait_ns;     /* GIL wait for this job, all attaches summed */
     uintptr_t go_id;         /* Go's name for the job, handed back by
                                 ts_pool_done_take */
-    ts_job *done_next;       /* on the done list (pool.c) */
+    ts_wakenode done;        /* on the pool's done list (pool.c) */
     int thread_index;        /* the pool thread running it (for sampling) */
     int state;               /* TS_JOB_*, guarded by the pool lock */
 };
 
 enum { TS_JOB_IDLE = 0, TS_JOB_QUEUED = 1, TS_JOB_RUNNING = 2 };
 
-/* The done list (pool.c): a finished job is listed with ts_job_done and
- * Go's dispatcher, woken by one eventfd per burst, takes the list. */
-int ts_pool_done_open(void);
-void ts_job_done(ts_job *job);
-int ts_pool_done_take(uintptr_t *ids, int max, int *armed);
+/* A pool's name prefixes its threads' names: <name>-<i>, 15 characters at
+ * most with the index. */
+#define TS_POOL_NAME_MAX 9
 
-/* ts_pool_start starts n Python threads named ts-py-<i> and a queue bound
- * of queue_size jobs. Returns 0, or -1 with errno set. Called detached. */
-int ts_pool_start(int n, int queue_size, size_t stack_bytes);
+/* ts_pool_start makes a pool: n Python threads named <name>-<i> (under
+ * SCHED_BATCH when batch != 0), each with a stack of stack_bytes (0:
+ * the default), a job queue bounded at queue_size jobs and a done list
+ * with its eventfd. Returns the pool, or NULL with errno set (EINVAL for
+ * n < 1 or a name longer than TS_POOL_NAME_MAX). Called detached, after
+ * the interpreter started. */
+ts_pool *ts_pool_start(const char *name, int n, int queue_size, size_t stack_bytes, int batch);
 
-/* ts_pool_submit queues job. Returns 0, or -1 when the queue is full or
- * the pool is stopping. Never blocks, never attaches. */
-int ts_pool_submit(ts_job *job);
+/* ts_pool_submit queues job on p. Returns 0, or -1 when the queue is full
+ * or the pool is stopping. Never blocks, never attaches. */
+int ts_pool_submit(ts_pool *p, ts_job *job);
 
-/* ts_pool_cancel removes job if it is still queued: returns 1 if removed,
- * 0 if a thread already took it (or it was not queued). Under the pool's
- * lock, where a thread takes a job: take and withdraw cannot both win.
- * O(1). Never blocks for long, never attaches. */
-int ts_pool_cancel(ts_job *job);
+/* ts_pool_cancel removes job from p's queue if it is still queued: returns
+ * 1 if removed, 0 if a thread already took it (or it was not queued).
+ * Under the pool's lock, where a thread takes a job: take and withdraw
+ * cannot both win. O(1). Never blocks for long, never attaches. */
+int ts_pool_cancel(ts_pool *p, ts_job *job);
 
-/* ts_pool_stop wakes every thread, lets running jobs finish and joins the
- * threads. Queued jobs are left for the caller (it cancels them first). */
-void ts_pool_stop(void);
+/* ts_pool_stop wakes every thread of p, lets running jobs finish and joins
+ * the threads. Queued jobs are left for the caller (it cancels them
+ * first). Blocks until every thread ended. */
+void ts_pool_stop(ts_pool *p);
 
 typedef struct ts_pool_stats {
     long threads, busy, idle, queued, queue_size;  /* busy: running a job; idle: waiting for work */
 } ts_pool_stats;
-void ts_pool_get_stats(ts_pool_stats *s);
+void ts_pool_get_stats(ts_pool *p, ts_pool_stats *s);
+
+/* ts_pool_tstate returns thread i's thread state, for sampling (NULL out
+ * of range, or before the thread made it). */
+PyThreadState *ts_pool_tstate(ts_pool *p, int i);
+
+/* The done list: a finished job is listed with ts_pool_done (once per
+ * run, from the pool thread) and Go's dispatcher, woken by the list's one
+ * eventfd (ts_pool_done_fd) per burst, takes it with ts_pool_done_take:
+ * up to max jobs' go_ids into ids, returning how many, with *armed set
+ * when the list was found empty and armed (the dispatcher may then block
+ * on the eventfd; otherwise it calls again). One dispatcher per pool. */
+int ts_pool_done_fd(ts_pool *p);
+void ts_pool_done(ts_pool *p, ts_job *job);
+int ts_pool_done_take(ts_pool *p, uintptr_t *ids, int max, int *armed);
 
 /* ---- stack sampling without the GIL (sample.c) ------------------------ */
 
 size_t ts_sample_stack(PyThreadState *tstate, char *out, size_t cap);
-PyThreadState *ts_pool_tstate(int i);
-/* The longest a pool thread has been waiting to attach, in ns (0: none). */
-int64_t ts_pool_oldest_wait(int64_t now);
 
 /* ---- buffers and header checks (bytes.c) ----------------------------- */
 

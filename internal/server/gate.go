@@ -10,8 +10,6 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
-
-	"turnstile/internal/python"
 )
 
 // The accept gate. Every worker accepts on the one listening socket it
@@ -91,7 +89,7 @@ func workerFull(mode string) bool {
 	if wd := activeWatchdog.Load(); wd != nil && wd.Stalled() > 0 {
 		return true
 	}
-	s := python.Stats()
+	s := wsgiPoolStats()
 	if s.Threads == 0 || s.QueueSize == 0 {
 		return false // no pool (ASGI)
 	}

@@ -23,6 +23,20 @@ import (
 // activeWatchdog is the running watchdog, for /readyz and /debug/stalls.
 var activeWatchdog atomic.Pointer[watchdog.Watchdog]
 
+// wsgiPool is the pool of Python threads the worker started for a WSGI
+// app (nil for ASGI, and until startInterface made it), for the gate,
+// /readyz and the pool's metrics.
+var wsgiPool atomic.Pointer[python.Pool]
+
+// wsgiPoolStats is the WSGI pool's snapshot, or zero stats (Threads 0)
+// without one.
+func wsgiPoolStats() python.PoolStats {
+	if p := wsgiPool.Load(); p != nil {
+		return p.Stats()
+	}
+	return python.PoolStats{}
+}
+
 // startWatchdog starts the loop watchdog (ASGI: loop is the worker's
 // event loop) and the slow-request sampler (WSGI: loop is nil), and
 // registers the loop's metrics for an ASGI worker (a WSGI worker has no
@@ -76,10 +90,13 @@ func startInterface(kind string, cfg *config.Config, log *slog.Logger, m *metric
 	}
 	switch kind {
 	case "wsgi":
-		if err := python.StartPool(cfg.BlockingThreads, cfg.QueueSize, cfg.Switches.PoolTurn, cfg.Switches.PoolBatch); err != nil {
+		pool, err := python.StartPool(python.PoolConfig{Threads: cfg.BlockingThreads, QueueSize: cfg.QueueSize,
+			NoTurn: !cfg.Switches.PoolTurn, NoBatch: !cfg.Switches.PoolBatch})
+		if err != nil {
 			return nil, nil, err
 		}
-		h := &wsgi.Handler{ScriptName: cfg.RootPath, Logger: log, BufferBytes: cfg.RequestBufferBytes,
+		wsgiPool.Store(pool)
+		h := &wsgi.Handler{Pool: pool, ScriptName: cfg.RootPath, Logger: log, BufferBytes: cfg.RequestBufferBytes,
 			BufferDiskBytes: cfg.RequestBufferDiskBytes, BufferDir: cfg.RequestBufferDir}
 		if cfg.QueueTimeout > 0 {
 			h.QueueTimeout = cfg.QueueTimeout
@@ -103,7 +120,7 @@ func startInterface(kind string, cfg *config.Config, log *slog.Logger, m *metric
 		wd := startWatchdog(nil, cfg, log, m)
 		stop := func(deadline time.Time) {
 			wd.Stop()
-			if !python.StopPool(time.Until(deadline) + workerctl.StopGrace) {
+			if !pool.Stop(time.Until(deadline) + workerctl.StopGrace) {
 				log.Warn("pool threads still running at exit: exiting without them", "requests", runningRequests())
 				return
 			}

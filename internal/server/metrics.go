@@ -46,7 +46,7 @@ func newMetrics(srv *http1.Server) *metrics {
 		Name: "turnstile_requests_rejected_total", Help: "Requests answered 503 because the queue was full or the wait timed out.",
 	})
 	gauge := func(name, help string, f func(python.PoolStats) float64) prometheus.Collector {
-		return prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help}, func() float64 { return f(python.Stats()) })
+		return prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help}, func() float64 { return f(wsgiPoolStats()) })
 	}
 	// process_* (resident memory, CPU seconds, open fds, start time...),
 	// read from /proc at scrape time: the master labels them worker="<id>".
@@ -58,9 +58,9 @@ func newMetrics(srv *http1.Server) *metrics {
 		gauge("turnstile_queue_depth", "Requests waiting for a Python thread.", func(s python.PoolStats) float64 { return float64(s.Queued) }),
 		gauge("turnstile_queue_size", "Bound of the request queue.", func(s python.PoolStats) float64 { return float64(s.QueueSize) }),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "turnstile_barrier_yields_total", Help: "Times a pool thread handed the GIL over at a job boundary (the turnstile)."},
-			func() float64 { return float64(python.Stats().BarrierYields) }),
+			func() float64 { return float64(python.Turnstile().BarrierYields) }),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "turnstile_gil_passes_total", Help: "Times a pool thread woken for the GIL in the middle of its job let a thread waiting to attach take it first (the turnstile)."},
-			func() float64 { return float64(python.Stats().GILPasses) }),
+			func() float64 { return float64(python.Turnstile().GILPasses) }),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "turnstile_connections", Help: "Open client connections."},
 			func() float64 { return float64(srv.ActiveConns()) }),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "turnstile_requests_withdrawn_total", Help: "WSGI requests dropped from the queue, never started and never answered, because their client left while they waited for a Python thread (not in turnstile_requests_total)."},
@@ -79,7 +79,7 @@ func newMetrics(srv *http1.Server) *metrics {
 		m.reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
 			Name: "turnstile_attaches_total", Help: "Attaches (GIL acquisitions through the server's attach pair), by thread kind.",
 			ConstLabels: prometheus.Labels{"kind": k},
-		}, func() float64 { return float64(python.Stats().Attaches[i]) }))
+		}, func() float64 { return float64(python.Turnstile().Attaches[i]) }))
 	}
 	return m
 }

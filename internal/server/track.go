@@ -114,8 +114,8 @@ func (t *tracker) watch() {
 			t.log.Warn("request running past --timeout; replacing this worker gracefully",
 				"method", r.Method, "target", r.Target, "remote", r.Remote,
 				"age_s", msSeconds(age), "queued_s", msSeconds(r.Running.Sub(r.Start)),
-				"timeout_s", t.timeout.Seconds(), "thread", "ts-py-"+strconv.Itoa(r.Thread),
-				"stack", joinFrames(python.SampleStack(python.PoolThreadState(r.Thread))))
+				"timeout_s", t.timeout.Seconds(), "thread", r.Pool.ThreadName(r.Thread),
+				"stack", joinFrames(python.SampleStack(r.Pool.ThreadState(r.Thread))))
 			t.ctl.recycle(workerctl.CauseTimeout, r.Method+" "+r.Target+" running "+age.Round(time.Millisecond).String())
 		}
 		for k := range reported {

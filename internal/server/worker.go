@@ -274,7 +274,7 @@ func startAdmin(cfg *config.Config, log *slog.Logger, ready *atomic.Bool, m *met
 			w.Write([]byte("not ready: starting or stopping\n"))
 			return
 		}
-		if s := python.Stats(); s.Threads > 0 && s.Queued >= s.QueueSize {
+		if s := wsgiPoolStats(); s.Threads > 0 && s.Queued >= s.QueueSize {
 			w.WriteHeader(http.StatusServiceUnavailable)
 			w.Write([]byte("not ready: request queue full\n"))
 			return

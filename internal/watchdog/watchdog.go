@@ -473,10 +473,10 @@ func (w *Watchdog) checkSlow() {
 			continue
 		}
 		w.slow[key] = next * 2
-		frames := python.SampleStack(python.PoolThreadState(r.Thread))
+		frames := python.SampleStack(r.Pool.ThreadState(r.Thread))
 		w.Log.Warn("slow request", "method", r.Method, "path", r.Path, "age_ms", age.Milliseconds(),
 			"queued_ms", r.Running.Sub(r.Start).Milliseconds(),
-			"thread", fmt.Sprintf("ts-py-%d", r.Thread), "stack", strings.Join(w.describe(frames), "\n"))
+			"thread", r.Pool.ThreadName(r.Thread), "stack", strings.Join(w.describe(frames), "\n"))
 	}
 	for k := range w.slow {
 		if !live[k] {

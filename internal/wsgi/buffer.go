@@ -20,7 +20,7 @@ import (
 )
 
 // spoolChunk is the size of one read from the request body into the spool
-// file (and of wsgi.input's reads back, INPUT_CHUNK in wsgi.c).
+// file (and of wsgi.input's reads back, INPUT_CHUNK in input.c).
 const spoolChunk = 64 << 10
 
 var spoolBufs = sync.Pool{New: func() any { b := make([]byte, spoolChunk); return &b }}

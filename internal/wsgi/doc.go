@@ -15,22 +15,24 @@
 //     block if it is all here (or arrives) within MaxPrefetchBytes, and
 //     the rest is read from the socket at the app's reads
 //     (go_ts_wsgi_read).
-//  3. ts_wsgi_submit copies the block into the C job and queues it (one
-//     cgo call); the goroutine waits on its channel. While the job is
+//  3. ts_wsgi_submit copies the block into the C job and queues it on
+//     Handler.Pool (one cgo call); the goroutine waits on its channel. While the job is
 //     queued, the sweep (watch.go, gone.go) withdraws it if it waits past
 //     QueueTimeout (503) or if its client leaves (no response, 499 in the
 //     access log): one poll(2) per tick over the queued requests' sockets,
 //     one ts_pool_cancel per withdrawn job.
-//  4. On a Python thread, wsgi_run (wsgi.c) enters a fresh
+//  4. On a Python thread, wsgi_run (job.c) enters a fresh
 //     contextvars.Context, turns the block into the environ dict in one
-//     pass, calls the app, and collects the body: blocks from a list or
+//     pass (environ.c), calls the app with wsgi.input (input.c) and
+//     start_response (response.c), and collects the body: blocks from a list or
 //     tuple iterator are gathered and sent with the head in one write; any
 //     other iterable has each block flushed (go_ts_wsgi_flush, GIL
 //     released) before the next is asked for. close() always runs.
 //     wsgi.file_wrapper over a regular file is handed to Go as a dup'd fd
-//     and sent with sendfile.
-//  5. The pool lists the finished job (ts_job_done) and the dispatcher
-//     (done.go) wakes the goroutine; finish writes what is left (head, gathered body,
-//     file) or answers 500 (nothing sent yet) or cuts the connection (app
-//     failed after the head went out).
+//     and sent with sendfile (filewrapper.c).
+//  5. The pool lists the finished job (ts_pool_done) and its dispatcher
+//     (python.Pool.Dispatch) calls wakeSlot (done.go), which wakes the
+//     goroutine; finish writes what is left (head, gathered body, file) or
+//     answers 500 (nothing sent yet) or cuts the connection (app failed
+//     after the head went out).
 package wsgi

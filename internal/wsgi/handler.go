@@ -4,10 +4,6 @@ package wsgi
 #include <stdlib.h>
 #include <string.h>
 #include "wsgi.h"
-
-void ts_wsgi_job_init(ts_wsgi_job *job, uintptr_t handle);
-void ts_wsgi_job_free(ts_wsgi_job *job);
-
 */
 import "C"
 
@@ -53,6 +49,10 @@ type Result struct {
 // pool of Python threads. Configure it, then call Setup's hook through
 // python.Start (AfterLoad) before serving.
 type Handler struct {
+	// Pool is the pool of Python threads that runs the requests (its
+	// queue bound is the 503 point; its done list wakes each request's
+	// goroutine). Required.
+	Pool *python.Pool
 	// ScriptName is the root path the app is mounted at (SCRIPT_NAME,
 	// PEP 3333); stripped from the front of PATH_INFO. Default "".
 	ScriptName string
@@ -157,7 +157,7 @@ func (h *Handler) getSlot() (*slot, error) {
 		h.mu.Unlock()
 		return nil, errSlot
 	}
-	if err := startDispatcher(); err != nil {
+	if err := h.Pool.Dispatch(wakeSlot); err != nil {
 		C.ts_wsgi_job_free(job)
 		h.mu.Lock()
 		h.count--
@@ -318,7 +318,7 @@ func (h *Handler) ServeHTTP1(w *http1.ResponseWriter, r *http1.Request) {
 	if len(block) > 0 {
 		blockPtr = (*C.char)(unsafe.Pointer(&block[0]))
 	}
-	switch C.ts_wsgi_submit(job, blockPtr, C.size_t(len(block)), C.int(n), C.size_t(bodyOff),
+	switch C.ts_wsgi_submit((*C.ts_pool)(h.Pool.C()), job, blockPtr, C.size_t(len(block)), C.int(n), C.size_t(bodyOff),
 		C.size_t(preLen), boolInt(bodyDone), boolInt(string(r.Method) == "HEAD")) {
 	case C.TS_WSGI_SUBMIT_NOMEM:
 		res.Status = 503
@@ -372,7 +372,7 @@ func (s *slot) wait() int32 {
 // cancel withdraws the job if no thread has taken it yet, and reports
 // whether it did.
 func (s *slot) cancel() bool {
-	return C.ts_pool_cancel(&s.job.base) == 1
+	return C.ts_pool_cancel((*C.ts_pool)(s.h.Pool.C()), &s.job.base) == 1
 }
 
 // writeHead sends the app's status line and headers; contentLength -1
@@ -490,5 +490,3 @@ func boolInt(b bool) C.int {
 	}
 	return 0
 }
-
-var _ = python.Logger

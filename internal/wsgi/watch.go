@@ -15,7 +15,11 @@ type InFlight struct {
 	Target       string // the request-target as sent (path and query)
 	Remote       string // the client's address
 	Start        time.Time
-	// Thread is the pool thread running it, or -1 while it is queued.
+	// Pool is the pool the request was submitted to, and Thread the index
+	// of its thread running it, or -1 while it is queued: sample it with
+	// python.SampleStack(Pool.ThreadState(Thread)), name it with
+	// Pool.ThreadName(Thread).
+	Pool   *python.Pool
 	Thread int
 	// Running is when a pool thread took it (zero while it is queued):
 	// --timeout and the slow-request log measure from here, not from
@@ -56,7 +60,7 @@ func Requests() []InFlight {
 	now, nowNs := time.Now(), python.Now()
 	for s := range registry.slots {
 		s.rec.Read(func(method, path []byte, start time.Time) {
-			r := InFlight{Method: string(method), Path: string(path), Start: start, Thread: -1}
+			r := InFlight{Method: string(method), Path: string(path), Start: start, Pool: s.h.Pool, Thread: -1}
 			if s.r != nil { // set before the record began, cleared after it ended
 				r.Target = string(s.r.Target)
 				if s.r.RemoteAddr != nil {
