@@ -62,22 +62,22 @@ type conn struct {
 	// the reader's own state
 	emptyData int // empty DATA frames received (maxEmptyData)
 
-	mu      sync.Mutex
-	bw      *bufio.Writer
-	cw      connWriter
-	henc    *hpack.Encoder
-	hbuf    bytes.Buffer
-	werr    error              // first write error: the connection is broken
-	streams map[uint32]*stream // open and half-closed streams
-	maxID   uint32             // highest stream id the client opened
-	pending []*stream          // opened since the last read boundary
-	queued  []*stream          // waiting for a handler slot
-	running int                // handler goroutines
-	sendWin int64              // connection send window (§6.9.1)
-	recvWin int64              // connection receive window left
-	recvAck int64              // bytes consumed, not yet returned by WINDOW_UPDATE
-	peerWin int32              // the peer's SETTINGS_INITIAL_WINDOW_SIZE
-	peerMax uint32             // the peer's SETTINGS_MAX_FRAME_SIZE
+	mu         sync.Mutex
+	bw         *bufio.Writer
+	cw         connWriter
+	henc       *hpack.Encoder
+	hbuf       bytes.Buffer
+	werr       error              // first write error: the connection is broken
+	streams    map[uint32]*stream // open and half-closed streams
+	maxID      uint32             // highest stream id the client opened
+	pending    []*stream          // opened since the last read boundary
+	queued     []*stream          // waiting for a handler slot
+	running    int                // handler goroutines
+	sendWin    int64              // connection send window (§6.9.1)
+	recvWin    int64              // connection receive window left
+	recvAck    int64              // bytes consumed, not yet returned by WINDOW_UPDATE
+	peerWin    int32              // the peer's SETTINGS_INITIAL_WINDOW_SIZE
+	peerMax    uint32             // the peer's SETTINGS_MAX_FRAME_SIZE
 	goAwaySent bool
 	closing    bool // no stream left after GOAWAY, or a connection error: the reader ends
 	gone       bool // torn down: every stream's Done is closed
