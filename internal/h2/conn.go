@@ -29,8 +29,10 @@ const (
 	// close, so that the client's frames in flight do not turn the close
 	// into a TCP reset that destroys our GOAWAY.
 	lingerTimeout = 500 * time.Millisecond
-	readBufSize   = 16 << 10
-	writeBufSize  = 16 << 10
+	// maxLingerBytes bounds what the linger reads.
+	maxLingerBytes = 256 << 10
+	readBufSize    = 16 << 10
+	writeBufSize   = 16 << 10
 	// maxQueuedFactor: a client keeping more than this many times
 	// MaxConcurrentStreams streams waiting for a handler (it resets
 	// streams whose handler still runs, CVE-2023-44487) is sent GOAWAY
@@ -404,7 +406,7 @@ func (c *conn) teardown() {
 			cw.CloseWrite()
 		}
 		c.nc.SetReadDeadline(time.Now().Add(lingerTimeout))
-		io.Copy(io.Discard, c.br)
+		io.CopyN(io.Discard, c.br, maxLingerBytes)
 	}
 	c.nc.Close()
 }

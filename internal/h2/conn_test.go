@@ -9,6 +9,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/tls"
+	"errors"
 	"io"
 	"net"
 	"net/http"
@@ -51,6 +52,8 @@ type rawClient struct {
 	fr  *http2.Framer
 	enc *hpack.Encoder
 	hb  bytes.Buffer
+
+	results map[uint32]*result // response
 }
 
 func dial(t *testing.T, addr string, settings ...http2.Setting) *rawClient {
@@ -105,7 +108,7 @@ func (rc *rawClient) until(pred func(f http2.Frame) bool) error {
 		}
 		if sf, ok := f.(*http2.SettingsFrame); ok && !sf.IsAck() {
 			rc.fr.WriteSettingsAck()
-			rc.flush()
+			rc.bw.Flush() // an error shows in the next read
 		}
 		if pred(f) {
 			return nil
@@ -113,44 +116,62 @@ func (rc *rawClient) until(pred func(f http2.Frame) bool) error {
 	}
 }
 
-// response reads stream id's response: status, body, or "RST_STREAM
-// CODE" / "GOAWAY CODE" as status.
+type result struct {
+	status string
+	body   strings.Builder
+	done   bool
+}
+
+// response reads frames until stream id's response is complete and
+// returns it: status, body, or "RST_STREAM CODE" / "GOAWAY CODE" as
+// status. Frames of other streams are kept for their own call.
 func (rc *rawClient) response(id uint32) (status, body string) {
-	var b strings.Builder
-	err := rc.until(func(f http2.Frame) bool {
-		switch f := f.(type) {
-		case *http2.MetaHeadersFrame:
-			if f.StreamID == id {
-				if s := f.PseudoValue("status"); s != "100" {
-					status = s
+	if rc.results == nil {
+		rc.results = make(map[uint32]*result)
+	}
+	get := func(id uint32) *result {
+		r := rc.results[id]
+		if r == nil {
+			r = new(result)
+			rc.results[id] = r
+		}
+		return r
+	}
+	r := get(id)
+	var err error
+	if !r.done {
+		err = rc.until(func(f http2.Frame) bool {
+			switch f := f.(type) {
+			case *http2.MetaHeadersFrame:
+				o := get(f.StreamID)
+				if s := f.PseudoValue("status"); s != "100" && s != "" {
+					o.status = s
 				}
-				return f.StreamEnded()
-			}
-		case *http2.DataFrame:
-			if f.StreamID == id {
-				b.Write(f.Data())
+				o.done = o.done || f.StreamEnded()
+			case *http2.DataFrame:
+				o := get(f.StreamID)
+				o.body.Write(f.Data())
 				if len(f.Data()) > 0 {
 					rc.fr.WriteWindowUpdate(0, uint32(len(f.Data())))
-					rc.fr.WriteWindowUpdate(id, uint32(len(f.Data())))
+					rc.fr.WriteWindowUpdate(f.StreamID, uint32(len(f.Data())))
 					rc.flush()
 				}
-				return f.StreamEnded()
+				o.done = o.done || f.StreamEnded()
+			case *http2.RSTStreamFrame:
+				o := get(f.StreamID)
+				o.status, o.done = "RST_STREAM "+f.ErrCode.String(), true
+			case *http2.GoAwayFrame:
+				if !r.done {
+					r.status, r.done = "GOAWAY "+f.ErrCode.String(), true
+				}
 			}
-		case *http2.RSTStreamFrame:
-			if f.StreamID == id {
-				status = "RST_STREAM " + f.ErrCode.String()
-				return true
-			}
-		case *http2.GoAwayFrame:
-			status = "GOAWAY " + f.ErrCode.String()
-			return true
-		}
-		return false
-	})
-	if err != nil && status == "" {
-		status = "error: " + err.Error()
+			return r.done
+		})
 	}
-	return status, b.String()
+	if err != nil && !r.done {
+		return "error: " + err.Error(), r.body.String()
+	}
+	return r.status, r.body.String()
 }
 
 func echoHandler(w *http1.ResponseWriter, r *http1.Request) {
@@ -374,4 +395,252 @@ func TestRapidReset(t *testing.T) {
 		t.Errorf("other client's slowest request took %v", worst)
 	}
 	t.Logf("other client's slowest request: %v", worst)
+}
+
+// Streams reset after their handler started: at most
+// MaxConcurrentStreams handlers run for the connection, and a client
+// that keeps resetting while they run is sent ENHANCE_YOUR_CALM.
+func TestResetAfterStartBounded(t *testing.T) {
+	var running, most atomic.Int32
+	release := make(chan struct{})
+	addr := serve(t, h2.Config{MaxConcurrentStreams: 4}, func(w *http1.ResponseWriter, r *http1.Request) {
+		n := running.Add(1)
+		for m := most.Load(); n > m && !most.CompareAndSwap(m, n); m = most.Load() {
+		}
+		<-release
+		running.Add(-1)
+		w.WriteSimple(200, "text/plain", []byte("ok"), nil)
+	})
+	defer close(release)
+	rc := dial(t, addr)
+	block := rc.block("GET", "/")
+	id := uint32(1)
+	goaway := make(chan http2.ErrCode, 1)
+	go func() {
+		for {
+			f, err := rc.fr.ReadFrame()
+			if err != nil {
+				return
+			}
+			if g, ok := f.(*http2.GoAwayFrame); ok {
+				goaway <- g.ErrCode
+				return
+			}
+		}
+	}()
+	for i := 0; i < 200; i++ {
+		rc.headers(id, true, block)
+		rc.flush()
+		time.Sleep(time.Millisecond) // let it start, then reset
+		rc.fr.WriteRSTStream(id, http2.ErrCodeCancel)
+		if rc.bw.Flush() != nil {
+			break
+		}
+		id += 2
+	}
+	select {
+	case code := <-goaway:
+		if code != http2.ErrCodeEnhanceYourCalm {
+			t.Errorf("GOAWAY %v; want ENHANCE_YOUR_CALM", code)
+		}
+	case <-time.After(5 * time.Second):
+		t.Error("no GOAWAY")
+	}
+	if m := most.Load(); m > 4 {
+		t.Errorf("%d handlers ran at once; want at most 4", m)
+	}
+}
+
+// More streams than SETTINGS_MAX_CONCURRENT_STREAMS: REFUSED_STREAM
+// (RFC 9113 §5.1.2), the others are served.
+func TestMaxConcurrentStreams(t *testing.T) {
+	release := make(chan struct{})
+	addr := serve(t, h2.Config{MaxConcurrentStreams: 2}, func(w *http1.ResponseWriter, r *http1.Request) {
+		<-release
+		w.WriteSimple(200, "text/plain", []byte("ok"), nil)
+	})
+	rc := dial(t, addr)
+	block := rc.block("GET", "/")
+	for id := uint32(1); id <= 5; id += 2 {
+		rc.headers(id, true, block)
+	}
+	rc.flush()
+	if status, _ := rc.response(5); status != "RST_STREAM REFUSED_STREAM" {
+		t.Errorf("third stream: %s; want RST_STREAM REFUSED_STREAM", status)
+	}
+	close(release)
+	for _, id := range []uint32{1, 3} {
+		if status, body := rc.response(id); status != "200" || body != "ok" {
+			t.Errorf("stream %d: %s %q", id, status, body)
+		}
+	}
+}
+
+// CONTINUATION flood (CVE-2024-27316 and kin): endless CONTINUATION
+// frames end the connection once the header list is over its limit.
+func TestContinuationFlood(t *testing.T) {
+	var calls atomic.Int32
+	addr := serve(t, h2.Config{MaxHeadersSize: 16 << 10}, func(w *http1.ResponseWriter, r *http1.Request) {
+		calls.Add(1)
+		w.WriteSimple(200, "text/plain", []byte("ok"), nil)
+	})
+	rc := dial(t, addr)
+	rc.enc.SetMaxDynamicTableSizeLimit(0) // every field a literal
+	rc.enc.SetMaxDynamicTableSize(0)
+	rc.fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: rc.block("GET", "/"), EndStream: true})
+	rc.hb.Reset()
+	for i := 0; i < 100; i++ {
+		rc.enc.WriteField(hpack.HeaderField{Name: "x-pad", Value: strings.Repeat("a", 100)})
+	}
+	frag := bytes.Clone(rc.hb.Bytes())
+	var sent atomic.Int64
+	done := make(chan error, 1)
+	go func() {
+		for sent.Load() < 64<<20 {
+			rc.fr.WriteContinuation(1, false, frag)
+			if err := rc.bw.Flush(); err != nil {
+				done <- err
+				return
+			}
+			sent.Add(int64(len(frag)))
+		}
+		done <- nil
+	}()
+	var goaway http2.ErrCode = 999
+	for {
+		f, err := rc.fr.ReadFrame()
+		if err != nil {
+			break
+		}
+		if g, ok := f.(*http2.GoAwayFrame); ok {
+			goaway = g.ErrCode
+			break
+		}
+	}
+	rc.c.Close()
+	if err := <-done; err == nil {
+		t.Fatalf("the server took %d bytes of CONTINUATION", sent.Load())
+	}
+	if goaway != 999 && goaway != http2.ErrCodeProtocol {
+		t.Errorf("CONTINUATION flood: GOAWAY %v; want PROTOCOL_ERROR", goaway)
+	}
+	t.Logf("connection ended (GOAWAY %v) after %d bytes of CONTINUATION", goaway, sent.Load())
+	if calls.Load() != 0 {
+		t.Error("the handler ran")
+	}
+}
+
+// HPACK bomb: a small block that decodes to a huge field section (one
+// dynamic-table entry indexed many times) is refused (431) or ends the
+// connection; the handler never sees it.
+func TestHPACKBomb(t *testing.T) {
+	var calls atomic.Int32
+	addr := serve(t, h2.Config{MaxHeadersSize: 64 << 10}, func(w *http1.ResponseWriter, r *http1.Request) {
+		calls.Add(1)
+		w.WriteSimple(200, "text/plain", []byte("ok"), nil)
+	})
+	rc := dial(t, addr)
+	rc.hb.Reset()
+	for _, f := range [][2]string{{":method", "GET"}, {":scheme", "http"}, {":path", "/"}, {":authority", "x"}} {
+		rc.enc.WriteField(hpack.HeaderField{Name: f[0], Value: f[1]})
+	}
+	rc.enc.WriteField(hpack.HeaderField{Name: "x-bomb", Value: strings.Repeat("b", 4000)})
+	// Index 62 (the newest dynamic entry), 10 000 times: 40 MB decoded.
+	block := append(bytes.Clone(rc.hb.Bytes()), bytes.Repeat([]byte{0x80 | 62}, 10000)...)
+	for off := 0; off < len(block); off += 16384 {
+		frag := block[off:min(off+16384, len(block))]
+		if off == 0 {
+			rc.fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: frag, EndStream: true, EndHeaders: len(block) <= 16384})
+		} else {
+			rc.fr.WriteContinuation(1, off+16384 >= len(block), frag)
+		}
+	}
+	rc.flush()
+	status, _ := rc.response(1)
+	if status != "431" && !strings.HasPrefix(status, "GOAWAY") && !strings.HasPrefix(status, "error") {
+		t.Errorf("HPACK bomb: %s; want 431 or the connection ended", status)
+	}
+	if calls.Load() != 0 {
+		t.Error("the handler ran")
+	}
+}
+
+// PING and SETTINGS floods from a client that does not read: the
+// connection ends by WriteTimeout instead of queueing answers.
+func TestControlFloodNotReading(t *testing.T) {
+	for _, kind := range []string{"PING", "SETTINGS"} {
+		t.Run(kind, func(t *testing.T) {
+			addr := serve(t, h2.Config{WriteTimeout: 500 * time.Millisecond}, func(w *http1.ResponseWriter, r *http1.Request) {})
+			rc := dial(t, addr)
+			start := time.Now()
+			var err error
+			for i := 0; err == nil && time.Since(start) < 10*time.Second; i++ {
+				if kind == "PING" {
+					rc.fr.WritePing(false, [8]byte{byte(i)})
+				} else {
+					rc.fr.WriteSettings(http2.Setting{ID: http2.SettingEnableConnectProtocol + 100, Val: uint32(i)})
+				}
+				if i%64 == 0 {
+					rc.c.SetWriteDeadline(time.Now().Add(3 * time.Second))
+					err = rc.bw.Flush()
+				}
+			}
+			if err == nil {
+				t.Fatalf("%s flood: connection still open after 10 s", kind)
+			}
+			t.Logf("%s flood ended after %v: %v", kind, time.Since(start), err)
+		})
+	}
+}
+
+// A client that opens no window (SETTINGS_INITIAL_WINDOW_SIZE 0, no
+// WINDOW_UPDATE) stalls its stream only until WriteTimeout: the stream
+// is reset and its handler returns; another stream is served meanwhile.
+func TestZeroWindowStall(t *testing.T) {
+	handlerErr := make(chan error, 1)
+	addr := serve(t, h2.Config{WriteTimeout: 300 * time.Millisecond}, func(w *http1.ResponseWriter, r *http1.Request) {
+		if string(r.Path) == "/big" {
+			w.WriteHead(200, []byte("200 OK"), nil, 100000, false)
+			_, err := w.Write(make([]byte, 100000))
+			handlerErr <- err
+			return
+		}
+		w.WriteSimple(204, "", nil, nil)
+	})
+	rc := dial(t, addr, http2.Setting{ID: http2.SettingInitialWindowSize, Val: 0})
+	rc.headers(1, true, rc.block("GET", "/big"))
+	rc.headers(3, true, rc.block("GET", "/small"))
+	rc.flush()
+	if status, _ := rc.response(3); status != "204" {
+		t.Errorf("other stream: %s; want 204", status)
+	}
+	select {
+	case err := <-handlerErr:
+		if !errors.Is(err, http1.ErrClientGone) {
+			t.Errorf("stalled write: %v; want ErrClientGone", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("handler still blocked after 5 s")
+	}
+	if status, _ := rc.response(1); status != "RST_STREAM INTERNAL_ERROR" {
+		t.Errorf("stalled stream: %s; want RST_STREAM INTERNAL_ERROR", status)
+	}
+}
+
+// Empty DATA frames without END_STREAM cost the client nothing and us a
+// wake-up each: a flood of them ends the connection.
+func TestEmptyDataFlood(t *testing.T) {
+	addr := serve(t, h2.Config{}, func(w *http1.ResponseWriter, r *http1.Request) {
+		io.Copy(io.Discard, r.Body)
+		w.WriteSimple(204, "", nil, nil)
+	})
+	rc := dial(t, addr)
+	rc.headers(1, false, rc.block("POST", "/"))
+	for range 5000 {
+		rc.fr.WriteData(1, false, nil)
+	}
+	rc.flush()
+	if status, _ := rc.response(1); status != "GOAWAY ENHANCE_YOUR_CALM" {
+		t.Errorf("empty DATA flood: %s; want GOAWAY ENHANCE_YOUR_CALM", status)
+	}
 }
