@@ -3,10 +3,12 @@ package h2
 import (
 	"bufio"
 	"bytes"
+	"crypto/tls"
 	"errors"
 	"io"
 	"net"
 	"os"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -142,6 +144,15 @@ func (c *conn) serve() {
 	}
 	c.flushLocked()
 	c.mu.Unlock()
+	if tc, ok := c.nc.(*tls.Conn); ok {
+		// §9.2.2: "An endpoint MAY choose to generate a connection error
+		// (Section 5.4.1) of type INADEQUATE_SECURITY if one of the
+		// prohibited cipher suites is negotiated." (TLS 1.2 only.)
+		if cs := tc.ConnectionState(); cs.Version < tls.VersionTLS13 && !suiteAllowed(cs.CipherSuite) {
+			c.connError(http2.ErrCodeInadequateSecurity, "prohibited TLS 1.2 cipher suite "+tls.CipherSuiteName(cs.CipherSuite))
+			return
+		}
+	}
 
 	c.nc.SetReadDeadline(time.Now().Add(prefaceTimeout))
 	var pre [len(http2.ClientPreface)]byte
@@ -314,6 +325,16 @@ func (c *conn) readError(err error) bool {
 		c.srv.log.Debug("http2: read failed", "remote", c.nc.RemoteAddr(), "err", err)
 	}
 	return false
+}
+
+// suiteAllowed reports whether HTTP/2 may run over TLS 1.2 suite id:
+// RFC 9113 §9.2.2 and RFC 7540 Appendix A prohibit every suite without an
+// ephemeral key exchange or with a non-AEAD cipher; of the suites Go
+// implements, that leaves ECDHE with AES-GCM or ChaCha20-Poly1305 (the
+// rule internal/tlsconf checks --ssl-ciphers against).
+func suiteAllowed(id uint16) bool {
+	n := tls.CipherSuiteName(id)
+	return strings.HasPrefix(n, "TLS_ECDHE_") && (strings.Contains(n, "_GCM_") || strings.Contains(n, "_CHACHA20_POLY1305"))
 }
 
 // connError sends GOAWAY with code (§5.4.1) and ends the connection.

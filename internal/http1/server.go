@@ -203,8 +203,8 @@ func (s *Server) Drain() {
 		return
 	}
 	if s.HTTP2 != nil {
-		// Each HTTP/2 connection goes away once (x/net's shutdownOnce);
-		// Shutdown sends GOAWAY again to the ones accepted since.
+		// Each HTTP/2 connection goes away once (internal/h2 goAway);
+		// Shutdown sends GOAWAY to the ones accepted since.
 		s.HTTP2.Shutdown()
 	}
 }
