@@ -153,11 +153,12 @@ func (s *Server) ServeConn(nc net.Conn, h *http1.StreamHandler) {
 }
 
 // Shutdown sends GOAWAY on every connection; each closes once its open
-// streams are done. It does not wait.
+// streams are done. It does not wait (not even for a connection whose
+// socket write blocks: each GOAWAY is written on a goroutine of its own).
 func (s *Server) Shutdown() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for c := range s.conns {
-		c.goAway()
+		go c.goAway()
 	}
 }
