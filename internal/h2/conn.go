@@ -66,22 +66,28 @@ type conn struct {
 	// the reader's own state
 	emptyData int // empty DATA frames received (maxEmptyData)
 
-	mu         sync.Mutex
-	bw         *bufio.Writer
-	cw         connWriter
-	henc       *hpack.Encoder
-	hbuf       bytes.Buffer
-	werr       error              // first write error: the connection is broken
-	streams    map[uint32]*stream // open and half-closed streams
-	maxID      uint32             // highest stream id the client opened
-	pending    []*stream          // opened since the last read boundary
-	queued     []*stream          // waiting for a handler slot
-	running    int                // handler goroutines
-	sendWin    int64              // connection send window (§6.9.1)
-	recvWin    int64              // connection receive window left
-	recvAck    int64              // bytes consumed, not yet returned by WINDOW_UPDATE
-	peerWin    int32              // the peer's SETTINGS_INITIAL_WINDOW_SIZE
-	peerMax    uint32             // the peer's SETTINGS_MAX_FRAME_SIZE
+	mu      sync.Mutex
+	bw      *bufio.Writer
+	cw      connWriter
+	henc    *hpack.Encoder
+	hbuf    bytes.Buffer
+	werr    error              // first write error: the connection is broken
+	streams map[uint32]*stream // open and half-closed streams
+	maxID   uint32             // highest stream id the client opened
+	pending []*stream          // opened since the last read boundary
+	queued  []*stream          // waiting for a handler slot
+	running int                // handler goroutines
+	sendWin int64              // connection send window (§6.9.1)
+	recvWin int64              // connection receive window left
+	recvAck int64              // bytes consumed, not yet returned by WINDOW_UPDATE
+	peerWin int32              // the peer's SETTINGS_INITIAL_WINDOW_SIZE
+	peerMax uint32             // the peer's SETTINGS_MAX_FRAME_SIZE
+	// reset holds the streams we reset last (a ring): frames the client
+	// sent on them before it saw our RST_STREAM are ignored (§5.1: "An
+	// endpoint MUST ignore frames that it receives on closed streams
+	// after it has sent a RST_STREAM frame").
+	reset      [64]uint32
+	nreset     int
 	goAwaySent bool
 	closing    bool // no stream left after GOAWAY, or a connection error: the reader ends
 	gone       bool // torn down: every stream's Done is closed
@@ -313,6 +319,7 @@ func (c *conn) readError(err error) bool {
 			c.resetLocked(st, se.Code)
 		} else {
 			c.fr.WriteRSTStream(se.StreamID, se.Code)
+			c.noteResetLocked(se.StreamID)
 		}
 		c.mu.Unlock()
 		return true
@@ -613,6 +620,9 @@ func (c *conn) onHeaders(f *http2.MetaHeadersFrame) error {
 	if st := c.streams[id]; st != nil {
 		return c.onTrailer(st, f)
 	}
+	if id <= c.maxID && c.wasResetLocked(id) {
+		return nil // sent before the client saw our RST_STREAM (§5.1)
+	}
 	if id <= c.maxID {
 		// A closed stream (§5.1: "An endpoint that receives any frames
 		// after receiving a frame with the END_STREAM flag set MUST treat
@@ -683,6 +693,9 @@ func (c *conn) onData(f *http2.DataFrame) error {
 		if st == nil && id > c.maxID {
 			return http2.ConnectionError(http2.ErrCodeProtocol) // idle, §5.1
 		}
+		if st == nil && c.wasResetLocked(id) {
+			return nil // sent before the client saw our RST_STREAM (§5.1)
+		}
 		// §6.1: "If a DATA frame is received whose stream is not in the
 		// "open" or "half-closed (local)" state, the recipient MUST
 		// respond with a stream error (Section 5.4.2) of type
@@ -726,9 +739,26 @@ func (c *conn) remoteEndLocked(st *stream) {
 	}
 }
 
+// noteResetLocked remembers that we reset stream id (c.reset).
+func (c *conn) noteResetLocked(id uint32) {
+	c.reset[c.nreset%len(c.reset)] = id
+	c.nreset++
+}
+
+// wasResetLocked reports whether we reset stream id lately.
+func (c *conn) wasResetLocked(id uint32) bool {
+	for _, r := range c.reset[:min(c.nreset, len(c.reset))] {
+		if r == id {
+			return true
+		}
+	}
+	return false
+}
+
 // resetLocked sends RST_STREAM code and closes st.
 func (c *conn) resetLocked(st *stream, code http2.ErrCode) {
 	c.fr.WriteRSTStream(st.id, code)
+	c.noteResetLocked(st.id)
 	st.fail(errStreamDone)
 	c.dropLocked(st)
 	c.closeLocked(st)

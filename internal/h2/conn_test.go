@@ -13,6 +13,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -642,5 +643,163 @@ func TestEmptyDataFlood(t *testing.T) {
 	rc.flush()
 	if status, _ := rc.response(1); status != "GOAWAY ENHANCE_YOUR_CALM" {
 		t.Errorf("empty DATA flood: %s; want GOAWAY ENHANCE_YOUR_CALM", status)
+	}
+}
+
+// Frames the client sent before it saw our RST_STREAM are ignored (RFC
+// 9113 §5.1): a handler that answers without reading a body resets the
+// stream (NO_ERROR), and the body and trailers that follow leave the
+// connection alone.
+func TestFramesAfterOurReset(t *testing.T) {
+	addr := serve(t, h2.Config{}, func(w *http1.ResponseWriter, r *http1.Request) {
+		w.WriteSimple(200, "text/plain", []byte("early"), nil)
+	})
+	rc := dial(t, addr)
+	rc.headers(1, false, rc.block("POST", "/"))
+	rc.flush()
+	if status, body := rc.response(1); status != "200" || body != "early" {
+		t.Fatalf("early answer: %s %q", status, body)
+	}
+	rc.fr.WriteData(1, false, []byte("late body"))
+	rc.hb.Reset()
+	rc.enc.WriteField(hpack.HeaderField{Name: "x-t", Value: "1"})
+	rc.headers(1, true, bytes.Clone(rc.hb.Bytes()))
+	rc.headers(3, true, rc.block("GET", "/"))
+	rc.flush()
+	if status, body := rc.response(3); status != "200" || body != "early" {
+		t.Errorf("next stream: %s %q; want 200 (the connection kept)", status, body)
+	}
+}
+
+// Shutdown: GOAWAY NO_ERROR with the last stream id, the stream in flight
+// finishes, a later stream is ignored, then the connection closes.
+func TestGracefulShutdown(t *testing.T) {
+	started, release := make(chan struct{}), make(chan struct{})
+	srv := &http1.Server{
+		Handler: http1.HandlerFunc(func(w *http1.ResponseWriter, r *http1.Request) {
+			close(started)
+			<-release
+			w.WriteSimple(200, "text/plain", []byte("done"), nil)
+		}),
+		HTTP2: h2.New(h2.Config{}, nil),
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go srv.Serve(ln)
+	rc := dial(t, ln.Addr().String())
+	rc.headers(1, true, rc.block("GET", "/"))
+	rc.flush()
+	<-started
+	stopped := make(chan error, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		stopped <- srv.Shutdown(ctx)
+	}()
+	var last uint32 = 999
+	if err := rc.until(func(f http2.Frame) bool {
+		if g, ok := f.(*http2.GoAwayFrame); ok {
+			if g.ErrCode != http2.ErrCodeNo {
+				t.Errorf("GOAWAY %v; want NO_ERROR", g.ErrCode)
+			}
+			last = g.LastStreamID
+			return true
+		}
+		return false
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if last != 1 {
+		t.Errorf("GOAWAY last stream %d; want 1", last)
+	}
+	rc.headers(3, true, rc.block("GET", "/"))
+	rc.flush()
+	close(release)
+	if status, body := rc.response(1); status != "200" || body != "done" {
+		t.Errorf("stream in flight: %s %q", status, body)
+	}
+	if status, _ := rc.response(3); !strings.HasPrefix(status, "error") {
+		t.Errorf("stream after GOAWAY: %s; want none (connection closed)", status)
+	}
+	if err := <-stopped; err != nil {
+		t.Errorf("Shutdown: %v", err)
+	}
+}
+
+// IdleTimeout closes a connection without streams (GOAWAY NO_ERROR);
+// KeepAliveInterval sends PING when the client is silent.
+func TestIdleAndKeepAlive(t *testing.T) {
+	t.Run("idle", func(t *testing.T) {
+		addr := serve(t, h2.Config{IdleTimeout: 200 * time.Millisecond}, echoHandler)
+		rc := dial(t, addr)
+		start := time.Now()
+		if status, _ := rc.response(1); status != "GOAWAY NO_ERROR" {
+			t.Errorf("idle connection: %s; want GOAWAY NO_ERROR", status)
+		}
+		if d := time.Since(start); d > 2*time.Second {
+			t.Errorf("GOAWAY after %v; want about 200ms", d)
+		}
+	})
+	t.Run("ping", func(t *testing.T) {
+		addr := serve(t, h2.Config{KeepAliveInterval: 100 * time.Millisecond, KeepAliveTimeout: 300 * time.Millisecond}, echoHandler)
+		rc := dial(t, addr)
+		if err := rc.until(func(f http2.Frame) bool {
+			p, ok := f.(*http2.PingFrame)
+			return ok && !p.IsAck()
+		}); err != nil {
+			t.Fatalf("no PING: %v", err)
+		}
+		// Unanswered, the PING closes the connection.
+		if err := rc.until(func(http2.Frame) bool { return false }); err == nil || errors.Is(err, os.ErrDeadlineExceeded) {
+			t.Errorf("connection with an unanswered PING: %v; want closed", err)
+		}
+	})
+}
+
+// Expect: 100-continue gets 100 when the handler reads the body; HEAD
+// gets the head with END_STREAM and the declared length.
+func TestContinueAndHead(t *testing.T) {
+	addr := serve(t, h2.Config{}, func(w *http1.ResponseWriter, r *http1.Request) {
+		body, _ := io.ReadAll(r.Body)
+		w.WriteSimple(200, "text/plain", append([]byte("got "), body...), nil)
+	})
+	rc := dial(t, addr)
+	rc.headers(1, false, rc.block("POST", "/", "expect", "100-continue", "content-length", "2"))
+	rc.flush()
+	if err := rc.until(func(f http2.Frame) bool {
+		h, ok := f.(*http2.MetaHeadersFrame)
+		return ok && h.PseudoValue("status") == "100"
+	}); err != nil {
+		t.Fatalf("no 100 Continue: %v", err)
+	}
+	rc.fr.WriteData(1, true, []byte("hi"))
+	rc.flush()
+	if status, body := rc.response(1); status != "200" || body != "got hi" {
+		t.Errorf("after 100: %s %q", status, body)
+	}
+	rc.headers(3, true, rc.block("HEAD", "/"))
+	rc.flush()
+	var cl string
+	if err := rc.until(func(f http2.Frame) bool {
+		h, ok := f.(*http2.MetaHeadersFrame)
+		if ok && h.StreamID == 3 {
+			for _, hf := range h.RegularFields() {
+				if hf.Name == "content-length" {
+					cl = hf.Value
+				}
+			}
+			if !h.StreamEnded() {
+				t.Error("HEAD response HEADERS without END_STREAM")
+			}
+			return true
+		}
+		return false
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if cl != "4" {
+		t.Errorf("HEAD content-length %q; want 4", cl)
 	}
 }
