@@ -172,7 +172,7 @@ func (c *conn) serve() {
 	// §3.4: "The SETTINGS frame MUST be the first frame the client sends".
 	f, err := c.fr.ReadFrame()
 	if err != nil {
-		c.readError(err)
+		c.readError(err, http2.FrameSettings)
 		return
 	}
 	if sf, ok := f.(*http2.SettingsFrame); !ok || sf.IsAck() {
@@ -181,7 +181,7 @@ func (c *conn) serve() {
 	}
 	c.nc.SetReadDeadline(time.Time{}) // a whole frame read: nothing is cut
 	if err := c.process(f); err != nil {
-		c.readError(err)
+		c.readError(err, http2.FrameSettings)
 		return
 	}
 	c.startTimers()
@@ -190,18 +190,16 @@ func (c *conn) serve() {
 		if c.br.Buffered() == 0 && !c.boundary() {
 			return
 		}
-		f, err := c.fr.ReadFrame()
-		if err != nil {
-			if c.readError(err) {
-				continue
-			}
-			return
+		fh, err := c.fr.ReadFrameHeader()
+		var f http2.Frame
+		if err == nil {
+			f, err = c.fr.ReadFrameForHeader(fh)
 		}
-		c.framesRead.Add(1)
-		if err := c.process(f); err != nil {
-			if c.readError(err) {
-				continue
-			}
+		if err == nil {
+			c.framesRead.Add(1)
+			err = c.process(f)
+		}
+		if err != nil && !c.readError(err, fh.Type) {
 			return
 		}
 	}
@@ -304,15 +302,16 @@ func (c *conn) finish(st *stream, reset bool) {
 	c.flushLocked()
 }
 
-// readError handles an error of ReadFrame or process: it reports true
-// when the connection goes on (a stream error, §5.4.2).
-func (c *conn) readError(err error) bool {
+// readError handles an error of reading or processing a frame of type
+// t: it reports true when the connection goes on (a stream error,
+// §5.4.2).
+func (c *conn) readError(err error, t http2.FrameType) bool {
 	var se http2.StreamError
 	var ce http2.ConnectionError
 	switch {
 	case errors.As(err, &se):
 		c.mu.Lock()
-		if se.StreamID%2 == 1 && se.StreamID > c.maxID {
+		if t == http2.FrameHeaders && se.StreamID%2 == 1 && se.StreamID > c.maxID {
 			c.maxID = se.StreamID // a malformed request still opened it
 		}
 		if st := c.streams[se.StreamID]; st != nil {

@@ -803,3 +803,21 @@ func TestContinueAndHead(t *testing.T) {
 		t.Errorf("HEAD content-length %q; want 4", cl)
 	}
 }
+
+// A PRIORITY frame that depends on itself is a stream error (RFC 9113
+// §5.3.1) but does not open the stream: HEADERS on it later is served.
+func TestPrioritySelfDependency(t *testing.T) {
+	addr := serve(t, h2.Config{}, echoHandler)
+	rc := dial(t, addr)
+	rc.fr.WritePriority(5, http2.PriorityParam{StreamDep: 5, Weight: 15})
+	rc.flush()
+	if status, _ := rc.response(5); status != "RST_STREAM PROTOCOL_ERROR" {
+		t.Fatalf("PRIORITY on itself: %s; want RST_STREAM PROTOCOL_ERROR", status)
+	}
+	delete(rc.results, 5)
+	rc.headers(5, true, rc.block("GET", "/"))
+	rc.flush()
+	if status, _ := rc.response(5); status != "200" {
+		t.Errorf("HEADERS after it: %s; want 200", status)
+	}
+}
