@@ -821,3 +821,51 @@ func TestPrioritySelfDependency(t *testing.T) {
 		t.Errorf("HEADERS after it: %s; want 200", status)
 	}
 }
+
+// Many streams on a few connections, bodies larger than the windows both
+// ways, through Go's HTTP/2 client: every echo comes back whole.
+func TestConcurrentEcho(t *testing.T) {
+	addr := serve(t, h2.Config{InitialStreamWindowSize: 65535, InitialConnectionWindowSize: 256 << 10, MaxConcurrentStreams: 32},
+		func(w *http1.ResponseWriter, r *http1.Request) {
+			body, err := io.ReadAll(r.Body)
+			if err != nil {
+				return
+			}
+			if len(body)%2 == 0 {
+				w.WriteHead(200, []byte("200 OK"), nil, int64(len(body)), false)
+			} else {
+				w.WriteHead(200, []byte("200 OK"), nil, -1, false) // no length: END_STREAM after
+			}
+			for len(body) > 0 { // in pieces, flushing, as an app streams
+				n := min(len(body), 7000)
+				if _, err := w.Write(body[:n]); err != nil {
+					return
+				}
+				w.Flush()
+				body = body[n:]
+			}
+		})
+	var wg sync.WaitGroup
+	for c := 0; c < 4; c++ {
+		cl := h2cClient()
+		for s := 0; s < 40; s++ {
+			wg.Add(1)
+			go func(seed int) {
+				defer wg.Done()
+				n := (seed*7919)%300000 + seed%2
+				body := bytes.Repeat([]byte{byte(seed)}, n)
+				resp, err := cl.Post("http://"+addr+"/", "application/octet-stream", bytes.NewReader(body))
+				if err != nil {
+					t.Errorf("stream %d: %v", seed, err)
+					return
+				}
+				got, err := io.ReadAll(resp.Body)
+				resp.Body.Close()
+				if err != nil || !bytes.Equal(got, body) {
+					t.Errorf("stream %d: %d of %d bytes back, err %v", seed, len(got), n, err)
+				}
+			}(c*40 + s)
+		}
+	}
+	wg.Wait()
+}
