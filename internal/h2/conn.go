@@ -63,8 +63,6 @@ type conn struct {
 	h   *http1.StreamHandler
 	br  *bufio.Reader
 	fr  *http2.Framer
-	// the reader's own state
-	emptyData int // empty DATA frames received (maxEmptyData)
 
 	mu      sync.Mutex
 	bw      *bufio.Writer
@@ -711,7 +709,7 @@ func (c *conn) onData(f *http2.DataFrame) error {
 		c.creditLocked(st, pad)
 	}
 	if len(data) == 0 && !f.StreamEnded() {
-		if c.emptyData++; c.emptyData > maxEmptyData {
+		if st.emptyData++; st.emptyData > maxEmptyData {
 			return http2.ConnectionError(http2.ErrCodeEnhanceYourCalm)
 		}
 	}

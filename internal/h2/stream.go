@@ -28,6 +28,9 @@ type stream struct {
 	sendWin int64 // the peer's receive window
 	clWant  int64 // content-length, -1 if none
 	clGot   int64 // DATA payload received
+	// emptyData counts DATA frames without payload or END_STREAM
+	// (maxEmptyData).
+	emptyData int
 
 	remoteClosed bool // END_STREAM or RST_STREAM received (half-closed remote)
 	endSent      bool // END_STREAM sent (half-closed local)
