@@ -35,11 +35,11 @@ def default_venv():
     return os.path.join(WORK, "venv-3.11")
 
 
-def snapshot_turnstile(src=None):
+def snapshot_turnstile(src=None, tag=""):
     """Copy bin/turnstile so a rebuild by someone else cannot change it mid-run."""
     src = src or os.path.join(ROOT, "bin", "turnstile")
     real = os.path.realpath(src)
-    dst = os.path.join(WORK, "turnstile-snapshot-%d" % os.getpid())
+    dst = os.path.join(WORK, "turnstile-snapshot-%d%s" % (os.getpid(), tag))
     subprocess.run(["cp", real, dst], check=True)
     sha = R.sh(["sha256sum", dst]).split()[0]
     info = "%s -> %s, sha256 %s, mtime %s, --version: %s" % (

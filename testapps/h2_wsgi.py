@@ -8,14 +8,17 @@
              in "closed" (a client gone on HTTP/2 must end it as on HTTP/1)
 /big?n=N     N bytes of "x" with a Content-Length
 /slow        sleeps 2 s, then answers "done" (graceful stop)
-/stats       {"closed": N}
+/rapid       counts its calls in "rapid" (a stream reset before its app
+             started must never start it: tests/http2_test.go
+             TestHTTP2_RapidReset), sleeps 10 ms, answers "ok"
+/stats       {"closed": N, "rapid": N}
 """
 
 import hashlib
 import json
 import time
 
-stats = {"closed": 0}
+stats = {"closed": 0, "rapid": 0}
 
 
 class Stream:
@@ -42,6 +45,11 @@ def app(environ, start_response):
     if path == "/stream":
         start_response("200 OK", [("Content-Type", "text/plain")])
         return Stream()
+    if path == "/rapid":
+        stats["rapid"] += 1
+        time.sleep(0.01)
+        start_response("200 OK", [("Content-Type", "text/plain"), ("Content-Length", "2")])
+        return [b"ok"]
     if path == "/slow":
         time.sleep(2)
         start_response("200 OK", [("Content-Type", "text/plain"), ("Content-Length", "4")])

@@ -36,6 +36,10 @@ SERVERS = ["turnstile", "granian", "hypercorn"]
 # HTTP/2 front end without Python, through turnstile's bridge or bare x/net.
 FRONT = os.path.join(T.WORK, "h2front")
 MODES = ["h2c", "h2"]
+# Also: mode "h1" (HTTP/1.1 over plain TCP, h2load --h1: turnstile's own
+# HTTP/1.1 figure in the same run), and server "turnstile-base", a second
+# turnstile binary (--turnstile-base-bin) with the same flags: old against
+# new.
 
 
 def certs():
@@ -50,10 +54,10 @@ def certs():
     return cert, key
 
 
-def argv(server, mode, tbin, venv, port, cert, key):
+def argv(server, mode, tbin, venv, port, cert, key, basebin=None):
     tls = mode == "h2"
-    if server == "turnstile":
-        a = [tbin, "--venv", venv, "--app-dir", APPS, "--host", T.HOST, "--port", str(port),
+    if server in ("turnstile", "turnstile-base"):
+        a = [tbin if server == "turnstile" else basebin, "--venv", venv, "--app-dir", APPS, "--host", T.HOST, "--port", str(port),
              "--admin-bind", "off", "--log-level", "warning"]
         if tls:
             a += ["--ssl-certfile", cert, "--ssl-keyfile", key]
@@ -81,9 +85,13 @@ def url(mode, port):
     return "%s://%s:%d/" % ("https" if mode == "h2" else "http", T.HOST, port)
 
 
-def h2load(u, clients, streams, duration):
+def h2load(u, clients, streams, duration, mode="h2c"):
+    # h2load --h1 pipelines -m requests per connection: HTTP/1.1 gets one
+    # request in flight per connection and clients*streams connections.
+    if mode == "h1":
+        clients, streams = clients * streams, 1
     cmd = ["taskset", "-c", str(T.CLIENT_CORE), "h2load", "-t1", "-c", str(clients), "-m", str(streams),
-           "-D", str(duration), u]
+           "-D", str(duration)] + (["--h1"] if mode == "h1" else []) + [u]
     p = subprocess.run(cmd, capture_output=True, timeout=duration + 60)
     return cmd, parse_h2load(p.stdout.decode(errors="replace"))
 
@@ -111,13 +119,14 @@ def parse_h2load(out):
     return r
 
 
-def wait_ready(srv, u, timeout=60):
+def wait_ready(srv, u, timeout=60, mode="h2c"):
     deadline = time.monotonic() + timeout
     last = ""
     while time.monotonic() < deadline:
         if srv.proc.poll() is not None:
             return "exited with %d" % srv.proc.returncode
-        p = subprocess.run(["h2load", "-n", "1", "-c", "1", u], capture_output=True, timeout=30)
+        p = subprocess.run(["h2load", "-n", "1", "-c", "1"] + (["--h1"] if mode == "h1" else []) + [u],
+                           capture_output=True, timeout=30)
         out = p.stdout.decode(errors="replace")
         if re.search(r"status codes: 1 2xx", out):
             return None
@@ -128,17 +137,17 @@ def wait_ready(srv, u, timeout=60):
 
 def one(server, mode, a, tbin, cert, key, rep, logdir):
     port = R.free_port()
-    av = argv(server, mode, tbin, a.venv, port, cert, key)
+    av = argv(server, mode, tbin, a.venv, port, cert, key, a.turnstile_base_bin)
     waited = T.quiet(a.quiet, a.quiet_max_wait)
     srv = T.Srv(server, av, a.venv, APPS, os.path.join(logdir, "%s-%s.log" % (server, mode)))
     u = url(mode, port)
     try:
-        err = wait_ready(srv, u)
+        err = wait_ready(srv, u, mode=mode)
         if err:
             return dict(error=err), srv.cmdline(), port
-        h2load(u, a.clients, a.streams, 2)  # warm-up, discarded
+        h2load(u, a.clients, a.streams, 2, mode)  # warm-up, discarded
         m0 = T.Mark(srv.proc.pid)
-        cmd, r = h2load(u, a.clients, a.streams, a.duration)
+        cmd, r = h2load(u, a.clients, a.streams, a.duration, mode)
         m1 = T.Mark(srv.proc.pid)
         r.update(T.usage(m0, m1))
         r["quiet_wait_s"] = waited
@@ -161,6 +170,7 @@ def main():
     ap.add_argument("--modes", default=",".join(MODES))
     ap.add_argument("--venv", default=T.default_venv())
     ap.add_argument("--turnstile-bin", default=os.path.join(T.ROOT, "bin", "turnstile"))
+    ap.add_argument("--turnstile-base-bin", help="server turnstile-base: another turnstile binary (old against new)")
     ap.add_argument("--quiet", type=float, default=0.25)
     ap.add_argument("--quiet-max-wait", type=float, default=20)
     ap.add_argument("--noise-max", type=float, default=0.5)
@@ -169,6 +179,9 @@ def main():
     servers, modes = a.servers.split(","), a.modes.split(",")
     started, load_before, stamp = R.utcnow(), R.loadavg(), T.stamp()
     tbin, tinfo = T.snapshot_turnstile(a.turnstile_bin)
+    if "turnstile-base" in servers:
+        a.turnstile_base_bin, binfo = T.snapshot_turnstile(a.turnstile_base_bin, "-base")
+        tinfo += "; turnstile-base: " + binfo
     if any(s.startswith("front-") for s in servers):
         subprocess.run(["go", "build", "-o", FRONT, "./h2/front"], cwd=T.BENCH, check=True)  # bench/ is its own module
     cert, key = certs()
@@ -200,8 +213,9 @@ def main():
                             "  NOISY" if r.get("noisy") else "", ("  ERROR " + r["error"][:200]) if r.get("error") else ""),
                             flush=True)
     finally:
-        if os.path.exists(tbin):
-            os.unlink(tbin)
+        for b in (tbin, a.turnstile_base_bin):
+            if b and os.path.exists(b):
+                os.unlink(b)
     summary = summarize(rows, servers, modes)
     print(summary)
     meta = csv_path[:-4] + ".meta.txt"

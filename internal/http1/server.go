@@ -203,8 +203,8 @@ func (s *Server) Drain() {
 		return
 	}
 	if s.HTTP2 != nil {
-		// Each HTTP/2 connection goes away once (x/net's shutdownOnce);
-		// Shutdown sends GOAWAY again to the ones accepted since.
+		// Each HTTP/2 connection goes away once (internal/h2 goAway);
+		// Shutdown sends GOAWAY to the ones accepted since.
 		s.HTTP2.Shutdown()
 	}
 }
@@ -1132,6 +1132,6 @@ func (c *conn) serveHTTP2() {
 		p, _ := c.br.Peek(n)
 		nc = &prefixConn{Conn: c.rwc, pre: append([]byte(nil), p...)}
 	}
-	h := &streamHandler{s: c.srv, lim: c.lim, remote: c.req.RemoteAddr, local: c.req.LocalAddr, scheme: c.scheme}
+	h := &StreamHandler{s: c.srv, lim: c.lim, remote: c.req.RemoteAddr, local: c.req.LocalAddr, scheme: c.scheme}
 	c.srv.HTTP2.ServeConn(nc, h)
 }

@@ -5,60 +5,104 @@ import (
 	"errors"
 	"io"
 	"net"
-	"net/http"
 	"os"
 	"runtime/debug"
-	"slices"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
 )
 
 // HTTP/2 streams as requests.
 //
-// An HTTP/2 connection (Server.HTTP2, served by golang.org/x/net/http2 in
-// internal/h2) calls streamHandler.ServeHTTP once per stream. The stream
-// becomes a Request, Body and ResponseWriter of this package whose
-// backend is the stream instead of the connection's buffers, so every
-// Handler (WSGI, ASGI, static files) serves HTTP/2 unchanged:
+// An HTTP/2 connection (Server.HTTP2, internal/h2) calls
+// StreamHandler.ServeStream once per stream, on a goroutine of its own.
+// The stream becomes a Request, Body and ResponseWriter of this package
+// whose backend is the Stream instead of the connection's buffers, so
+// every Handler (WSGI, ASGI, static files) serves HTTP/2 unchanged:
 //
-//  1. The request is checked like an HTTP/1 head (method token, target
-//     characters and form, Host, field counts and sizes, body limit) and
-//     copied into a Request: ProtoMajor 2, Host and a first "host" field
-//     from :authority (RFC 9113 §8.3.1), the other fields sorted by name
-//     (net/http hands them over as a map; repeated fields keep their
-//     order, and x/net has already joined split cookies, §8.2.3).
-//  2. ResponseWriter.WriteHead turns the serialised header block back
-//     into http.Header, dropping the connection-specific fields HTTP/2
-//     forbids (RFC 9113 §8.2.2), and declares Content-Length; no type is
-//     sniffed. Write, Flush and SendFile write to the stream; errors wrap
-//     ErrClientGone.
-//  3. Body.Read reads the stream's DATA (x/net sends 100 Continue when
-//     asked). MaxBodyBytes, BodyTimeout (re-armed lazily: an idle gap
-//     ends between BodyTimeout/2 and BodyTimeout) and the per-stream
-//     write deadline (the same, with WriteTimeout) apply; so does
+//  1. The head, already checked by the HTTP/2 layer (RFC 9113 §8.2 field
+//     validity, §8.3.1 pseudo-header fields), is checked like an HTTP/1
+//     head (method token, target characters and form, Host, field counts
+//     and sizes, body limit) and copied into a Request: ProtoMajor 2,
+//     Host and a first "host" field from :authority (§8.3.1), the other
+//     fields in wire order (cookies already joined, §8.2.3).
+//  2. ResponseWriter.WriteHead turns the serialised header block into
+//     lowercase fields, dropping the connection-specific fields HTTP/2
+//     forbids (RFC 9113 §8.2.2), adds date, server and content-length;
+//     no type is sniffed. Write, Flush and SendFile write DATA to the
+//     stream (the write that completes a declared Content-Length ends the
+//     stream); errors wrap ErrClientGone.
+//  3. Body.Read reads the stream's DATA (the HTTP/2 layer sends 100
+//     Continue when asked). BodyTimeout bounds each wait for DATA, and
+//     WriteTimeout each wait for the peer's flow-control window; so does
 //     MinBodyRate, checked as each read returns.
-//  4. NotifyClose watches the stream's context: RST_STREAM or the
+//  4. NotifyClose and Presence watch Stream.Done: RST_STREAM or the
 //     connection closing ends it while the handler runs (ASGI
 //     http.disconnect, case B25).
-//  5. Abort, or a response shorter than its Content-Length, resets the
-//     stream (RST_STREAM INTERNAL_ERROR, by panicking with
-//     http.ErrAbortHandler after the handler returned) so the client sees
-//     a truncated response, as a closed HTTP/1 connection shows it.
+//  5. Abort, or a response shorter than its Content-Length, makes
+//     ServeStream report a reset (RST_STREAM INTERNAL_ERROR) so the client
+//     sees a truncated response, as a closed HTTP/1 connection shows it.
 
 // HTTP2Server serves HTTP/2 connections for a Server (internal/h2).
 type HTTP2Server interface {
 	// ServeConn serves c, whose client preface has not been read yet,
-	// until it closes, calling h for each stream.
-	ServeConn(c net.Conn, h http.Handler)
+	// until it closes, calling h.ServeStream for each stream, and returns
+	// once every ServeStream has returned.
+	ServeConn(c net.Conn, h *StreamHandler)
 	// Shutdown asks every connection to go away gracefully (GOAWAY, then
 	// close once its streams are done). It does not wait.
 	Shutdown()
 }
 
-// streamHandler serves the streams of one HTTP/2 connection.
-type streamHandler struct {
+// StreamHead is the request head of one HTTP/2 stream, already checked by
+// the HTTP/2 layer against RFC 9113 §8.2 (field names and values,
+// connection-specific fields) and §8.3.1 (pseudo-header fields).
+type StreamHead struct {
+	Method    []byte // :method
+	Path      []byte // :path (empty for CONNECT)
+	Authority []byte // :authority, else the Host field
+	// Header holds the regular fields in wire order, names lowercase,
+	// cookie fields joined into one (RFC 9113 §8.2.3), Host excluded.
+	Header []Field
+	// ContentLength is the content-length field, -1 if absent.
+	ContentLength int64
+	// EndStream: the HEADERS frame ended the stream (no body).
+	EndStream bool
+	// TooLarge: the field section exceeded SETTINGS_MAX_HEADER_LIST_SIZE
+	// and was cut; the request is answered 431.
+	TooLarge bool
+	// ExpectContinue: "expect: 100-continue" with a body to come.
+	ExpectContinue bool
+}
+
+// Stream is one HTTP/2 stream as the connection serves it to
+// ServeStream. Its methods are called from the ServeStream goroutine only,
+// except Done.
+type Stream interface {
+	// ReadData reads request body bytes into p. It returns io.EOF at the
+	// end of the stream, os.ErrDeadlineExceeded when no byte arrived by
+	// deadline (zero: none), another error when the stream was reset or
+	// the connection is gone. The first call sends 100 Continue when the
+	// head asked for it.
+	ReadData(p []byte, deadline time.Time) (int, error)
+	// Trailer returns the request's trailer fields once ReadData has
+	// returned io.EOF.
+	Trailer() []Field
+	// WriteHeaders sends the response head: status and fields (lowercase
+	// names); endStream ends the stream.
+	WriteHeaders(status int, fields []Field, endStream bool) error
+	// WriteData sends body bytes, waiting for flow-control window until
+	// deadline (zero: none); endStream ends the stream after them.
+	WriteData(p []byte, endStream bool, deadline time.Time) (int, error)
+	// Flush sends the bytes buffered on the connection.
+	Flush() error
+	// Done is closed when the client resets the stream or the connection
+	// goes.
+	Done() <-chan struct{}
+}
+
+// StreamHandler serves the streams of one HTTP/2 connection.
+type StreamHandler struct {
 	s             *Server
 	lim           limits
 	remote, local net.Addr
@@ -69,42 +113,43 @@ type streamHandler struct {
 type stream struct {
 	s     *Server
 	lim   limits
-	hw    http.ResponseWriter
-	hr    *http.Request
+	bk    Stream
+	head  *StreamHead
 	req   Request
 	addrs AddrText // req.Addrs
 	body  Body
 	w     ResponseWriter
 
-	aborted    bool      // Abort was called: reset the stream
-	readArmed  time.Time // when the read deadline was last set
-	writeArmed time.Time
-	bodyWait   time.Duration // time spent blocked in body reads (MinBodyRate)
+	aborted  bool          // Abort was called: reset the stream
+	bodyWait time.Duration // time spent blocked in body reads (MinBodyRate)
 
 	watchStop chan struct{} // NotifyClose: closed when the handler returned
 	watchDone chan struct{} // closed when the watcher exited
 	buf       []byte        // scratch for SendFile
+	fields    []Field       // response fields (writeHead)
+	lower     []byte        // lowercased response names (writeHead)
 }
 
 var streamPool = sync.Pool{New: func() any { return new(stream) }}
 
-// ServeHTTP serves one stream. See the flow above.
-func (h *streamHandler) ServeHTTP(hw http.ResponseWriter, hr *http.Request) {
+// ServeStream serves one stream: see the flow above. It reports whether
+// the stream must be reset (RST_STREAM INTERNAL_ERROR) instead of ended;
+// when it reports false the response may still lack its END_STREAM,
+// which the caller then sends.
+func (h *StreamHandler) ServeStream(bk Stream, head *StreamHead) (reset bool) {
 	st := streamPool.Get().(*stream)
-	reset := st.serve(h, hw, hr)
-	buf := st.buf
-	*st = stream{buf: buf}
+	reset = st.serve(h, bk, head)
+	buf, fields, lower := st.buf, st.fields[:0], st.lower[:0]
+	*st = stream{buf: buf, fields: fields, lower: lower}
 	streamPool.Put(st)
-	if reset {
-		panic(http.ErrAbortHandler) // x/net/http2 sends RST_STREAM, logs nothing
-	}
+	return reset
 }
 
 // serve runs the handler for the stream and reports whether the stream
 // must be reset.
-func (st *stream) serve(h *streamHandler, hw http.ResponseWriter, hr *http.Request) (reset bool) {
+func (st *stream) serve(h *StreamHandler, bk Stream, head *StreamHead) (reset bool) {
 	s := h.s
-	st.s, st.lim, st.hw, st.hr = s, h.lim, hw, hr
+	st.s, st.lim, st.bk, st.head = s, h.lim, bk, head
 	st.body = Body{st: st, max: max(s.MaxBodyBytes, 0)}
 	st.req = Request{Body: &st.body, RemoteAddr: h.remote, LocalAddr: h.local, Scheme: h.scheme, addrs: &st.addrs}
 	st.w = ResponseWriter{st: st, req: &st.req, declared: -1}
@@ -120,6 +165,11 @@ func (st *stream) serve(h *streamHandler, hw http.ResponseWriter, hr *http.Reque
 		return false
 	}
 
+	select {
+	case <-bk.Done():
+		return true // reset before the app started: it never starts
+	default:
+	}
 	n := s.inflight.Add(1)
 	defer s.inflight.Add(-1)
 	var panicked bool
@@ -172,101 +222,85 @@ func (st *stream) writeError(perr *protoError) {
 	st.w.WriteSimple(perr.status, "text/plain; charset=utf-8", []byte(perr.msg+"\n"), extra)
 }
 
-// build fills st.req from the stream's request, checking it as parseHead
-// checks an HTTP/1 head (x/net/http2 has already refused invalid field
-// names and values, connection-specific fields and bad pseudo-headers,
-// RFC 9113 §8.2 and §8.3).
+// build fills st.req from the stream's head, checking it as parseHead
+// checks an HTTP/1 head.
 func (st *stream) build() *protoError {
-	hr, r, lim := st.hr, &st.req, st.lim
-	if !isToken([]byte(hr.Method)) {
+	hd, r, lim := st.head, &st.req, st.lim
+	if hd.TooLarge {
+		return errHeaderTooLarge
+	}
+	if !isToken(hd.Method) {
 		return errMethod
 	}
-	r.Method = []byte(hr.Method)
+	r.Method = hd.Method
 	r.ProtoMajor, r.ProtoMinor = 2, 0
-	target := hr.RequestURI // :path as received
+	target := hd.Path
 	if len(target) > lim.reqLine {
 		return errLineTooLong
 	}
-	if target == "" {
-		return errTarget
+	if len(target) == 0 {
+		return errTarget // CONNECT's authority-form, as for HTTP/1
 	}
-	for i := 0; i < len(target); i++ {
-		if c := target[i]; c < 0x21 || c > 0x7e || c == '#' {
+	for _, c := range target {
+		if c < 0x21 || c > 0x7e || c == '#' {
 			return errTarget
 		}
 	}
-	r.Target = []byte(target)
+	r.Target = target
 	switch {
 	case target[0] == '/':
-		if q := strings.IndexByte(target, '?'); q >= 0 {
+		if q := bytes.IndexByte(target, '?'); q >= 0 {
 			r.Path, r.RawQuery = r.Target[:q], r.Target[q+1:]
 		} else {
 			r.Path = r.Target
 		}
-	case target == "*" && hr.Method == "OPTIONS":
+	case string(target) == "*" && string(hd.Method) == "OPTIONS":
 		r.Path = r.Target
 	default:
-		return errTarget // CONNECT's authority-form, as for HTTP/1
+		return errTarget
 	}
 
-	host := hr.Host // :authority, else the Host field
-	if host == "" {
+	host := hd.Authority
+	if len(host) == 0 {
 		return errNoHost
 	}
-	if !validHost([]byte(host)) {
+	if !validHost(host) {
 		return errBadHost
 	}
-	// A Host field that names another entity than :authority never gets
-	// here: x/net/http2 resets the stream with PROTOCOL_ERROR (RFC 9113
-	// §8.3.1). The app sees one host, in r.Host and the first "host"
-	// field (the Host field itself is not copied), as with HTTP/1.1's
+	// A Host field naming another entity than :authority never gets here:
+	// the HTTP/2 layer resets the stream (RFC 9113 §8.3.1). The app sees
+	// one host, in r.Host and the first "host" field, as with HTTP/1.1's
 	// absolute-form.
-	r.Host = []byte(host)
+	r.Host = host
 
-	nfields := 1
-	for k, vv := range hr.Header {
-		if k != "Host" {
-			nfields += len(vv)
-		}
-	}
-	if nfields > lim.fields {
+	if 1+len(hd.Header) > lim.fields {
 		return errTooManyFields
 	}
-	r.Header = make([]Field, 0, nfields)
-	r.Header = append(r.Header, Field{Name: []byte("host"), Value: r.Host})
-	keys := make([]string, 0, len(hr.Header))
-	for k := range hr.Header {
-		if k != "Host" {
-			keys = append(keys, k)
-		}
-	}
-	slices.Sort(keys)
 	total := 0
-	for _, k := range keys {
-		name := []byte(strings.ToLower(k))
-		for _, v := range hr.Header[k] {
-			if len(k)+2+len(v) > lim.fieldBytes {
-				return errFieldTooLong
-			}
-			if total += len(k) + len(v) + 4; total > lim.headerBytes {
-				return errHeaderTooLarge
-			}
-			if !validFieldValue([]byte(v)) {
-				return errFieldValue
-			}
-			r.Header = append(r.Header, Field{Name: name, Value: []byte(v)})
+	for _, f := range hd.Header {
+		if len(f.Name)+2+len(f.Value) > lim.fieldBytes {
+			return errFieldTooLong
+		}
+		if total += len(f.Name) + len(f.Value) + 4; total > lim.headerBytes {
+			return errHeaderTooLarge
+		}
+		if !validFieldValue(f.Value) {
+			return errFieldValue
 		}
 	}
+	r.Header = make([]Field, 0, 1+len(hd.Header))
+	r.Header = append(r.Header, Field{Name: []byte("host"), Value: r.Host})
+	r.Header = append(r.Header, hd.Header...)
 
-	r.ContentLength = hr.ContentLength
+	r.ContentLength = hd.ContentLength
 	switch {
-	case hr.Body == nil || hr.Body == http.NoBody:
+	case hd.EndStream:
 		r.ContentLength = 0
 	case r.ContentLength < 0:
 		r.Chunked = true // length unknown: read to the end of the stream
 	}
 	st.body.eof = r.ContentLength == 0
-	r.ExpectContinue = strings.EqualFold(hr.Header.Get("Expect"), "100-continue") && !st.body.eof
+	r.ExpectContinue = hd.ExpectContinue && !st.body.eof
 	return nil
 }
 
@@ -297,62 +331,73 @@ func (st *stream) writeHead(w *ResponseWriter, status int, contentType string, h
 		return ErrBadStatus
 	}
 	w.started, w.status = true, status
-	h := st.hw.Header()
+	fs := st.fields[:0]
+	low := st.lower[:0]
+	if !st.s.NoDateHeader {
+		fs = append(fs, Field{Name: nameDate, Value: httpDate()})
+	}
+	if s := st.s.ServerHeader; s != "" && !hasField(header, "server") {
+		fs = append(fs, Field{Name: nameServer, Value: []byte(s)})
+	}
 	if contentType != "" {
-		h["Content-Type"] = []string{contentType}
+		fs = append(fs, Field{Name: nameContentType, Value: []byte(contentType)})
 	}
-	if st.s.NoDateHeader {
-		h["Date"] = nil // present and empty: x/net does not add one
+	// Names are lowercased into low, which must not move while fs points
+	// into it: grow it first.
+	need := len(st.s.ExtraHeader) + len(header)
+	if cap(low) < need {
+		low = make([]byte, 0, need)
 	}
-	appServer := hasField(header, "server")
-	if len(st.s.ExtraHeader) > 0 {
-		header = append(append([]byte(nil), st.s.ExtraHeader...), header...)
-	}
-	for len(header) > 0 {
-		line := header
-		if i := bytes.Index(header, crlf); i >= 0 {
-			line, header = header[:i], header[i+2:]
-		} else {
-			header = nil
+	for _, block := range [2][]byte{st.s.ExtraHeader, header} {
+		for len(block) > 0 {
+			line := block
+			if i := bytes.Index(block, crlf); i >= 0 {
+				line, block = block[:i], block[i+2:]
+			} else {
+				block = nil
+			}
+			colon := bytes.IndexByte(line, ':')
+			if colon <= 0 || hopByHop(line[:colon]) {
+				continue
+			}
+			start := len(low)
+			for _, c := range line[:colon] {
+				if 'A' <= c && c <= 'Z' {
+					c += 'a' - 'A'
+				}
+				low = append(low, c)
+			}
+			fs = append(fs, Field{Name: low[start:len(low):len(low)], Value: trimOWS(line[colon+1:])})
 		}
-		colon := bytes.IndexByte(line, ':')
-		if colon <= 0 || hopByHop(line[:colon]) {
-			continue
-		}
-		h.Add(string(line[:colon]), string(trimOWS(line[colon+1:])))
-	}
-	if _, ok := h["Content-Type"]; !ok {
-		h["Content-Type"] = nil // present and empty: x/net does not sniff one
-	}
-	if s := st.s.ServerHeader; s != "" && !appServer {
-		h["Server"] = []string{s}
 	}
 	w.noBody = st.req.isHead() || status == 204 || status == 304
 	if n >= 0 && status != 204 && status != 304 {
 		w.declared = n
-		h["Content-Length"] = []string{strconv.FormatInt(n, 10)}
+		fs = append(fs, Field{Name: nameContentLength, Value: strconv.AppendInt(nil, n, 10)})
 	}
-	st.hw.WriteHeader(status)
+	st.fields, st.lower = fs, low
+	end := w.noBody || w.declared == 0
+	if err := st.bk.WriteHeaders(status, fs, end); err != nil {
+		w.err = &clientGoneError{err}
+		return w.err
+	}
 	return nil
 }
 
-var crlf = []byte("\r\n")
+var (
+	crlf              = []byte("\r\n")
+	nameDate          = []byte("date")
+	nameServer        = []byte("server")
+	nameContentType   = []byte("content-type")
+	nameContentLength = []byte("content-length")
+)
 
-// armWrite sets the stream's write deadline when the last one is more
-// than half used (each call costs x/net a message to its serve loop).
-func (st *stream) armWrite() {
-	d := st.lim.write
-	if now := time.Now(); now.Sub(st.writeArmed) > d/2 {
-		st.writeArmed = now
-		if dw, ok := st.hw.(interface{ SetWriteDeadline(time.Time) error }); ok {
-			dw.SetWriteDeadline(now.Add(d))
-		}
-	}
-}
+func (st *stream) writeDeadline() time.Time { return time.Now().Add(st.lim.write) }
 
 func (st *stream) write(p []byte) (int, error) {
-	st.armWrite()
-	n, err := st.hw.Write(p)
+	w := &st.w
+	end := w.declared >= 0 && w.written+int64(len(p)) == w.declared
+	n, err := st.bk.WriteData(p, end, st.writeDeadline())
 	if err != nil {
 		err = &clientGoneError{err}
 	}
@@ -360,15 +405,8 @@ func (st *stream) write(p []byte) (int, error) {
 }
 
 func (st *stream) flush() error {
-	st.armWrite()
-	if f, ok := st.hw.(interface{ FlushError() error }); ok {
-		if err := f.FlushError(); err != nil {
-			return &clientGoneError{err}
-		}
-		return nil
-	}
-	if f, ok := st.hw.(http.Flusher); ok {
-		f.Flush()
+	if err := st.bk.Flush(); err != nil {
+		return &clientGoneError{err}
 	}
 	return nil
 }
@@ -408,15 +446,8 @@ func (st *stream) readBody(b *Body, p []byte) (int, error) {
 	if b.max > 0 && int64(len(p)) > b.max-b.total+1 {
 		p = p[:b.max-b.total+1] // one byte more tells a body too large
 	}
-	d := st.lim.body
-	if now := time.Now(); now.Sub(st.readArmed) > d/2 {
-		st.readArmed = now
-		if dr, ok := st.hw.(interface{ SetReadDeadline(time.Time) error }); ok {
-			dr.SetReadDeadline(now.Add(d))
-		}
-	}
 	start := time.Now()
-	n, err := st.hr.Body.Read(p)
+	n, err := st.bk.ReadData(p, start.Add(st.lim.body))
 	b.total += int64(n)
 	b.expect = false
 	if b.max > 0 && b.total > b.max {
@@ -424,7 +455,7 @@ func (st *stream) readBody(b *Body, p []byte) (int, error) {
 		return 0, b.err
 	}
 	// The minimum data rate (Server.MinBodyRate), on the time spent
-	// waiting for DATA only (bytes x/net already holds cost nothing): a
+	// waiting for DATA only (bytes already received cost nothing): a
 	// client trickling a byte just often enough to beat BodyTimeout is
 	// caught when its byte arrives (case B40).
 	if rate := st.lim.bodyRate; rate > 0 && err == nil {
@@ -439,13 +470,14 @@ func (st *stream) readBody(b *Body, p []byte) (int, error) {
 	case err == nil:
 		// The declared length's last byte ends the body, as on HTTP/1.1:
 		// a reader learns it with those bytes, not from an empty read
-		// after them (x/net answers io.EOF only at END_STREAM, and
-		// resets a stream whose DATA exceeds its content-length).
+		// after them (the HTTP/2 layer resets a stream whose DATA exceeds
+		// its content-length, RFC 9113 §8.1.1).
 		if cl := st.req.ContentLength; cl > 0 && b.total == cl {
 			b.eof = true
 		}
 	case err == io.EOF:
 		b.eof = true
+		b.trailer = st.bk.Trailer()
 	case errors.Is(err, os.ErrDeadlineExceeded):
 		b.err = ErrBodyTimeout
 		err = b.err
@@ -456,18 +488,18 @@ func (st *stream) readBody(b *Body, p []byte) (int, error) {
 	return n, err
 }
 
-// notifyClose is ResponseWriter.NotifyClose for a stream: the stream's
-// context ends on RST_STREAM or when the connection goes.
+// notifyClose is ResponseWriter.NotifyClose for a stream: Done ends on
+// RST_STREAM or when the connection goes.
 func (st *stream) notifyClose(onClose func()) bool {
 	if !st.body.eof || st.watchStop != nil {
 		return false
 	}
 	st.watchStop, st.watchDone = make(chan struct{}), make(chan struct{})
-	ctx, stop, done := st.hr.Context(), st.watchStop, st.watchDone
+	gone, stop, done := st.bk.Done(), st.watchStop, st.watchDone
 	go func() {
 		defer close(done)
 		select {
-		case <-ctx.Done():
+		case <-gone:
 			onClose()
 		case <-stop:
 		}
@@ -476,8 +508,7 @@ func (st *stream) notifyClose(onClose func()) bool {
 }
 
 // stopWatch ends NotifyClose's watch and waits for it, once the handler
-// returned (x/net cancels the context only after ServeHTTP returns, so a
-// cancellation seen by then was the client's).
+// returned.
 func (st *stream) stopWatch() {
 	if st.watchStop != nil {
 		close(st.watchStop)

@@ -145,7 +145,7 @@ type Presence struct {
 // from the socket and costs no syscall.
 func (w *ResponseWriter) Presence() (Presence, bool) {
 	if w.st != nil {
-		return Presence{FD: -1, Done: w.st.hr.Context().Done()}, true
+		return Presence{FD: -1, Done: w.st.bk.Done()}, true
 	}
 	c := w.c
 	if c == nil {

@@ -198,12 +198,11 @@ func quoteAll(names []string) string {
 	return strings.Join(q, ", ")
 }
 
-// h2Mandatory reports whether ids holds one of the suites x/net/http2
-// takes as HTTP/2's mandatory one: RFC 9113 §9.2.2 (RFC 7540 §9.2.2)
-// requires TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256 of an HTTP/2
-// deployment on TLS 1.2, and x/net/http2 (http2.ConfigureServer) also
-// accepts TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256 for an ECDSA-only
-// server.
+// h2Mandatory reports whether ids holds one of the suites taken as
+// HTTP/2's mandatory one: RFC 9113 §9.2.2 (RFC 7540 §9.2.2) requires
+// TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256 of an HTTP/2 deployment on TLS
+// 1.2, and TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256 is accepted for an
+// ECDSA-only server (as x/net/http2's http2.ConfigureServer does).
 func h2Mandatory(ids []uint16) bool {
 	for _, id := range ids {
 		if id == tls.TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256 || id == tls.TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256 {
@@ -215,8 +214,8 @@ func h2Mandatory(ids []uint16) bool {
 
 // h2Allowed reports whether HTTP/2 may run over suite id on TLS 1.2: RFC
 // 9113 §9.2.2 and RFC 7540 Appendix A prohibit every suite without an
-// ephemeral key exchange or with a non-AEAD cipher, and x/net/http2
-// closes such a connection with INADEQUATE_SECURITY. Of the suites Go
+// ephemeral key exchange or with a non-AEAD cipher, and internal/h2
+// closes such a connection with INADEQUATE_SECURITY (suiteAllowed there). Of the suites Go
 // implements, that leaves ECDHE with AES-GCM or ChaCha20-Poly1305.
 func h2Allowed(id uint16) bool {
 	n := tls.CipherSuiteName(id)

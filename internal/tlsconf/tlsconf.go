@@ -99,9 +99,9 @@ func (c *Config) Check() error {
 		if err != nil {
 			return err
 		}
-		// x/net/http2 closes a TLS 1.2 connection on a suite HTTP/2
-		// prohibits, and requires this of a server's list
-		// (http2.ConfigureServer): refuse a list that breaks h2.
+		// internal/h2 closes a TLS 1.2 connection on a suite HTTP/2
+		// prohibits, and RFC 9113 §9.2.2 requires the mandatory suite of
+		// an HTTP/2 deployment on TLS 1.2: refuse a list that breaks h2.
 		if offersH2(c) && !h2Mandatory(ids) {
 			return errors.New("--ssl-ciphers: HTTP/2 on TLS 1.2 needs ECDHE-RSA-AES128-GCM-SHA256 or ECDHE-ECDSA-AES128-GCM-SHA256 (RFC 9113 §9.2.2): add one, or give --http 1")
 		}
