@@ -1,0 +1,34 @@
+// Package asgi serves ASGI apps (ASGI 3.0: HTTP, WebSocket and Lifespan)
+// on asyncio event loops, each a Loop value with its own Python thread.
+//
+// Life of an ASGI HTTP request:
+//
+//  1. Handler.ServeHTTP1 (a handler goroutine, no GIL) takes a request
+//     slot (handler.go: a C ts_asgi_slot and its Go half, shared by every
+//     loop of the process) and writes the request block (internal/reqblock:
+//     method, path, headers, client, server, and the body when it has all
+//     arrived within MaxPrefetchBytes) into it.
+//  2. ts_asgi_begin binds the slot to the Handler's Loop and ts_asgi_push
+//     puts a TS_EV_NEW event on the loop's queue (queue.c; the hand-off in
+//     wakeq.c writes the eventfd only when the loop sleeps). One cgo call.
+//  3. On the loop thread, the queue's add_reader callback drains every
+//     event (loop.c), builds the scope in one pass from the block
+//     (scope.c) and starts the app's task with a Channel (channel.c) as
+//     its send callable (send.c) and a receive that reads the slot's body.
+//  4. send() never blocks: the head and body bytes go to the slot's
+//     output buffer and the slot is listed on the loop's ready list; the
+//     ready list's dispatcher goroutine (ready.go) wakes the handler
+//     goroutine, which writes the bytes to the socket (ts_asgi_take,
+//     ts_asgi_written) and tells the loop when a full buffer drained.
+//  5. When the task ends, the slot is released and reused by the next
+//     request; a client that leaves becomes http.disconnect on receive().
+//
+// A WebSocket (websocket.go, websocket.c) is the same slot with
+// TS_EV_WS_NEW: the protocol is internal/websocket's Session, this package
+// is its adapter (scope, accept/denial, the websocket.* messages). Lifespan
+// runs on the loop before it serves (Loop.Start) and after (Loop.Stop).
+// The watchdog reads each loop's heartbeat and probe lag (watch.go).
+//
+// The Python side is python/turnstile/_asgi.py, compiled once per process
+// and run by each loop thread with its LoopBridge.
+package asgi
