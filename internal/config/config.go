@@ -362,6 +362,13 @@ func (c *Config) validateHTTP(bad func(string, ...any)) {
 	default:
 		bad("--http %q: want auto, 1 or 2", c.HTTP)
 	}
+	// "" is not a choice (tlsconf would take it as the default).
+	if c.SSLClientVerify == "" {
+		bad("--ssl-client-verify \"\": want none, optional or required")
+	}
+	if c.SSLMinVersion == "" {
+		bad("--ssl-min-version \"\": want 1.2 or 1.3")
+	}
 	t := c.TLS()
 	if err := t.Check(); err != nil {
 		bad("%v", err)
@@ -386,20 +393,16 @@ func (c *Config) validateHTTP(bad func(string, ...any)) {
 }
 
 // ApplyDefaults normalises what the flags, the environment and the file
-// gave: a string setting given as "" takes its default from the table
-// (--host "" is 127.0.0.1, not every interface), LogLevel is lower-cased
-// (gunicorn's DEBUG), and ForwardedAllowIPs "" is DefaultForwardedAllowIPs.
-// A number or a duration is never replaced: its 0 means what its usage
+// gave: --host given as "" is DefaultHost (127.0.0.1, not every
+// interface), LogLevel is lower-cased (gunicorn's DEBUG), and
+// ForwardedAllowIPs "" is DefaultForwardedAllowIPs. Any other string
+// setting with choices given as "" (--log-level "", --admin-bind "") is
+// left "" for Validate to refuse, naming the choices (issue 28). A
+// number or a duration is never replaced: its 0 means what its usage
 // says, or Validate refuses it.
 func (c *Config) ApplyDefaults() {
-	for i := range Settings {
-		s := &Settings[i]
-		if s.Kind != String || s.Default == "" || s.Field == nil {
-			continue
-		}
-		if p := s.Field(c).(*string); *p == "" {
-			*p = s.Default
-		}
+	if c.Host == "" {
+		c.Host = DefaultHost
 	}
 	c.LogLevel = strings.ToLower(c.LogLevel) // gunicorn and uvicorn take DEBUG, WARNING
 	c.applyProxyDefaults()
@@ -533,7 +536,9 @@ func (c *Config) Validate() error {
 	for _, m := range c.Static {
 		mt, err := static.ParseMount(m)
 		if err != nil {
-			errs = append(errs, err)
+			// "--static ..." first, so that the line names the
+			// variable or the file key it came from (cliconf.Relabel).
+			errs = append(errs, errors.New(strings.TrimPrefix(err.Error(), static.ErrMount.Error()+": ")))
 			continue
 		}
 		if first, dup := mounted[mt.Prefix]; dup {
@@ -543,7 +548,7 @@ func (c *Config) Validate() error {
 		mounted[mt.Prefix] = m
 		c.StaticMounts = append(c.StaticMounts, mt)
 	}
-	if pol, err := static.ParseSymlinks(c.StaticSymlinks); err != nil {
+	if pol, err := static.ParseSymlinks(c.StaticSymlinks); err != nil || c.StaticSymlinks == "" {
 		bad("--static-symlinks %q: want follow, owner or nofollow", c.StaticSymlinks)
 	} else {
 		c.StaticSymlinkPolicy = pol
@@ -578,6 +583,7 @@ func (c *Config) Validate() error {
 	}
 	c.validateHTTP(bad)
 	c.validateProxy(bad)
+	c.validateAdminBind(bad)
 	return errors.Join(errs...)
 }
 

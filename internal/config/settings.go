@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"math"
 	"regexp"
+	"sort"
 	"strconv"
 	"time"
 
@@ -255,6 +256,7 @@ func Register(fs *pflag.FlagSet, c *Config) {
 		if s.Negation != "" {
 			fs.Var(negated{p.(*bool)}, "no-"+s.Name, s.Negation)
 			fs.Lookup("no-" + s.Name).NoOptDefVal = "true"
+			deferrable(fs, "no-"+s.Name)
 		}
 		if s.Refused != "" {
 			fs.MarkHidden(s.Name)
@@ -334,6 +336,85 @@ func register(fs *pflag.FlagSet, s *Setting, name, short, usage string, p any) {
 	default:
 		panic("config: setting " + s.Name + ": unknown kind")
 	}
+	if s.Kind != String && s.Kind != List { // their Set never fails
+		deferrable(fs, name)
+	}
+}
+
+// deferredValue is a flag's value whose Set, while deferring, records a
+// bad value and returns nil, so that pflag goes on parsing the command
+// line after it (pflag stops at the first error): every bad value is
+// then reported at once (ValueErrors), one line each, with Validate's.
+type deferredValue struct {
+	pflag.Value
+	deferring bool
+	bad       *BadValue
+}
+
+// BadValue is a value of the command line that its flag could not take.
+type BadValue struct {
+	Flag  *pflag.Flag // the flag as given: an alias, a --no-X
+	Value string
+	Err   error // the flag value's own error (strconv's, time's, "want ...")
+	seq   int
+}
+
+var badSeq int // orders the bad values as given
+
+func (d *deferredValue) Set(v string) error {
+	old := d.Value.String()
+	err := d.Value.Set(v)
+	if err == nil {
+		return nil
+	}
+	// pflag's numbers store what they parsed even on error (0 for
+	// "abc"): keep the value as it was, so that Validate does not
+	// report the 0 as well.
+	d.Value.Set(old)
+	if !d.deferring {
+		return err
+	}
+	if d.bad == nil { // the first bad value of a flag given twice
+		badSeq++
+		d.bad = &BadValue{Value: v, Err: err, seq: badSeq}
+	}
+	return nil
+}
+
+// deferrable wraps flag name's value in a deferredValue (not deferring
+// yet: see DeferValueErrors).
+func deferrable(fs *pflag.FlagSet, name string) {
+	f := fs.Lookup(name)
+	f.Value = &deferredValue{Value: f.Value}
+}
+
+// DeferValueErrors makes the bad values given to fs's settings wait for
+// ValueErrors instead of stopping the parse at the first.
+func DeferValueErrors(fs *pflag.FlagSet) {
+	fs.VisitAll(func(f *pflag.Flag) {
+		if d, ok := f.Value.(*deferredValue); ok {
+			d.deferring = true
+		}
+	})
+}
+
+// ValueErrors returns the bad values recorded since DeferValueErrors, in
+// the order given, and stops deferring: a later Set (the environment's,
+// the file's: internal/cliconf) returns its error again.
+func ValueErrors(fs *pflag.FlagSet) []BadValue {
+	var out []BadValue
+	fs.VisitAll(func(f *pflag.Flag) {
+		if d, ok := f.Value.(*deferredValue); ok {
+			d.deferring = false
+			if d.bad != nil {
+				b := *d.bad
+				b.Flag = f
+				out = append(out, b)
+			}
+		}
+	})
+	sort.Slice(out, func(i, j int) bool { return out[i].seq < out[j].seq })
+	return out
 }
 
 func orZero(s string) string {
