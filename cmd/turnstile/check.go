@@ -31,23 +31,26 @@ var reservedEnv = append([]string{
 
 // loadConfig fills cfg from the environment and the --config file under
 // the flags already parsed (internal/cliconf), then applies defaults and
-// validates, the virtualenv and --app-dir included outside a worker. Each
-// bad value is one line naming where it came from.
+// validates, the virtualenv, --app-dir and the files named included
+// outside a worker. Every bad value is reported, each one line naming
+// where it came from: the command line's (config.ValueErrors), the
+// environment's and the file's, the refused flags and Validate's.
 func loadConfig(cmd *cobra.Command, cfg *config.Config, app string) (*cliconf.Result, error) {
 	fs := cmd.Flags()
-	if err := refuse(fs); err != nil {
-		return nil, err
+	var lines []string
+	fail := func() error { return errors.New(strings.Join(lines, "\n")) }
+	for _, b := range config.ValueErrors(fs) {
+		lines = append(lines, fmt.Sprintf("--%s %s: %v", b.Flag.Name, strconv.Quote(b.Value), cliconf.Explain(b.Flag, b.Err)))
 	}
 	if f := fs.Lookup("config"); f.Changed && strings.HasSuffix(f.Value.String(), ".py") {
-		return nil, fmt.Errorf("--config %s: turnstile's file is TOML with its flag names (workers = 4), not gunicorn's Python: see the README, \"Coming from gunicorn / uvicorn\"", f.Value.String())
+		lines = append(lines, fmt.Sprintf("--config %s: turnstile's file is TOML with its flag names (workers = 4), not gunicorn's Python: see the README, \"Coming from gunicorn / uvicorn\"", f.Value.String()))
+		return nil, fail()
 	}
 	cfg.Switches = config.ReadSwitches()
-	skip := []string{"help", "version", "format"}
-	for name := range refused {
-		skip = append(skip, name)
-	}
+	// The refused flags are names in all three sources too (a key
+	// access-logfile, TURNSTILE_ACCESS_LOGFILE): refuse sees them set.
 	res, err := cliconf.Load(fs, cliconf.Options{
-		Skip:       skip,
+		Skip:       []string{"help", "version", "format"},
 		ConfigFlag: "config",
 		Reserved:   reservedEnv,
 		Worker:     server.IsWorker(),
@@ -55,43 +58,45 @@ func loadConfig(cmd *cobra.Command, cfg *config.Config, app string) (*cliconf.Re
 		DefaultEnv: map[string]string{"forwarded-allow-ips": config.EnvForwardedAllowIPs},
 	})
 	if err != nil {
-		return nil, err
+		lines = append(lines, strings.Split(err.Error(), "\n")...)
 	}
+	lines = append(lines, res.Relabel(refuse(fs))...)
 	// --chdir first, so that every other path is relative to it; a
 	// worker inherits the master's directory and environment (--env-file).
 	if dir := cfg.Chdir; dir != "" && !server.IsWorker() {
 		if err := os.Chdir(dir); err != nil {
-			return nil, errors.New(res.Label("chdir") + " " + strconvQuote(dir) + ": " + errText(err))
+			lines = append(lines, res.Label("chdir")+" "+strconvQuote(dir)+": "+errText(err))
+			return nil, fail() // the other paths would be looked up from the wrong directory
 		}
 	}
 	if file := cfg.EnvFile; file != "" && !server.IsWorker() {
 		if err := loadEnvFile(file); err != nil {
-			return nil, errors.New(res.Label("env-file") + " " + err.Error())
+			lines = append(lines, res.Label("env-file")+" "+err.Error())
 		}
 	}
 	if err := applyBind(res, cfg); err != nil {
-		return nil, err
+		lines = append(lines, err.Error())
 	}
 	cfg.App = app
 	cfg.ApplyDefaults()
 	errs := []error{cfg.Validate()}
-	// The master (and check) read the virtualenv's pyvenv.cfg and look at
-	// --app-dir before anything is bound or started, so that a wrong one
-	// is a bad value like the others: one line, exit 2. These are files
-	// only (package venv has no cgo; Python is never initialised here).
-	// A worker checks again when it starts Python (internal/server).
+	// The master (and check) read the virtualenv's pyvenv.cfg, look at
+	// --app-dir and at the files and directories the settings name before
+	// anything is bound or started, so that a wrong one is a bad value
+	// like the others: one line, exit 2. These are files only (package
+	// venv has no cgo; Python is never initialised here). A worker
+	// checks again when it starts Python (internal/server).
 	if !server.IsWorker() {
 		if _, err := venv.Python(cfg.Venv, os.Getenv("VIRTUAL_ENV"), server.BuildInfo()); err != nil {
 			errs = append(errs, err)
 		}
-		errs = append(errs, venv.CheckAppDir(cfg.AppDir), server.CheckWorkerAccess(cfg))
+		errs = append(errs, venv.CheckAppDir(cfg.AppDir), server.CheckWorkerAccess(cfg), cfg.CheckPaths())
 	}
-	var lines []string
 	for _, err := range errs {
 		lines = append(lines, res.Relabel(err)...)
 	}
 	if len(lines) > 0 {
-		return nil, errors.New(strings.Join(lines, "\n"))
+		return nil, fail()
 	}
 	return res, nil
 }
@@ -105,7 +110,7 @@ func checkCommand(cfg *config.Config, code *int) *cobra.Command {
 	c := &cobra.Command{
 		Use:           "check [flags] MODULE:ATTR",
 		Short:         "Import the app as a worker would and print the effective configuration, without serving",
-		Args:          cobra.ExactArgs(1),
+		Args:          oneApp,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -138,11 +143,31 @@ func checkCommand(cfg *config.Config, code *int) *cobra.Command {
 				}
 				*code = 1
 			}
-			settings := res.Settings()
-			for i := range settings {
-				if strings.Contains(settings[i].Name, "password") && settings[i].Value != "" {
-					settings[i].Value = "***"
+			var settings []cliconf.Setting
+			for _, s := range res.Settings() {
+				if st := config.Lookup(s.Name); st != nil && st.Refused != "" {
+					continue // refuse let only a harmless one through (--error-logfile -)
 				}
+				if strings.Contains(s.Name, "password") && s.Value != "" {
+					s.Value = "***"
+				}
+				// --bind set the address: show its host and port (or uds)
+				// as coming from it, not as the defaults.
+				if len(cfg.Bind) > 0 && (s.Name == "uds") == (cfg.UDS != "") {
+					switch s.Name {
+					case "host":
+						s.Value, s.Source, s.Origin = cfg.Host, res.Source("bind"), res.Label("bind")
+					case "port":
+						s.Value, s.Source, s.Origin = strconv.Itoa(cfg.Port), res.Source("bind"), res.Label("bind")
+					case "uds":
+						s.Value, s.Source, s.Origin = cfg.UDS, res.Source("bind"), res.Label("bind")
+					}
+				}
+				// --access-logfile - turned the access log on (refuse).
+				if s.Name == "access-log" && s.Value == "false" && cfg.AccessLog {
+					s.Value, s.Source, s.Origin = "true", res.Source("access-logfile"), res.Label("access-logfile")
+				}
+				settings = append(settings, s)
 			}
 			// The address served, from --host/--port, --uds or --bind.
 			addr := net.JoinHostPort(cfg.Host, strconv.Itoa(cfg.Port))

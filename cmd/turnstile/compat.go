@@ -27,16 +27,18 @@ import (
 // table, internal/config). The flags are hidden; giving one exits 2.
 var refused = config.RefusedLines()
 
-// refuse returns the line for the first refused flag given (in name
-// order); --error-logfile - and --log-file - (stderr) are what turnstile
-// does anyway, and --access-logfile - (gunicorn's "to stdout") turns the
-// access log on: its records go to stderr with the others.
+// refuse returns a line for each refused flag given (in name order), as
+// a flag, a variable or a file key; --error-logfile - and --log-file -
+// (stderr) are what turnstile does anyway, and --access-logfile -
+// (gunicorn's "to stdout") turns the access log on: its records go to
+// stderr with the others.
 func refuse(fs *pflag.FlagSet) error {
 	names := make([]string, 0, len(refused))
 	for n := range refused {
 		names = append(names, n)
 	}
 	sort.Strings(names)
+	var errs []error
 	for _, n := range names {
 		f := fs.Lookup(n)
 		if f == nil || !f.Changed {
@@ -51,9 +53,9 @@ func refuse(fs *pflag.FlagSet) error {
 			}
 			continue
 		}
-		return fmt.Errorf("--%s: %s", n, refused[n])
+		errs = append(errs, fmt.Errorf("--%s: %s", n, refused[n]))
 	}
-	return nil
+	return errors.Join(errs...)
 }
 
 // flagError adds the nearest flag to pflag's "unknown flag: --x", and
@@ -108,6 +110,9 @@ func applyBind(res *cliconf.Result, cfg *config.Config) error {
 		}
 	}
 	b := binds[0]
+	if strings.HasPrefix(b, "fd://") {
+		return fmt.Errorf("%s %q: gunicorn's fd:// is not supported: turnstile takes an inherited socket from systemd socket activation (LISTEN_FDS; see the README, \"Deployment\")", label, b)
+	}
 	if path, ok := strings.CutPrefix(b, "unix:"); ok {
 		if path == "" {
 			return fmt.Errorf("%s %q: want unix:PATH", label, b)

@@ -5,6 +5,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"strings"
@@ -31,7 +32,7 @@ func run() int {
 		Short: "An application server for Python web apps, written in Go",
 		Long: "turnstile serves a WSGI (PEP 3333) or ASGI 3.0 app from CPython " + python.BuildMinor + " embedded in this binary.\n" +
 			"Go owns the sockets and parsers; Python threads only run the app.",
-		Args:          cobra.ExactArgs(1),
+		Args:          oneApp,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		Version:       "0.1.0 (CPython " + python.BuildVersion + ")",
@@ -69,6 +70,8 @@ func run() int {
 	// Every setting, its aliases and the refused gunicorn/uvicorn flags,
 	// from the one table (internal/config, settings.go).
 	config.Register(f, &cfg)
+	// Every bad value is reported, not only the first (loadConfig).
+	config.DeferValueErrors(f)
 	cmd.SetFlagErrorFunc(flagError)
 
 	cmd.AddCommand(checkCommand(&cfg, &code))
@@ -88,4 +91,16 @@ func run() int {
 		return 2
 	}
 	return code
+}
+
+// oneApp is the commands' Args: the one MODULE:ATTR, said in those words
+// when it is missing (not cobra's "accepts 1 arg(s), received 0").
+func oneApp(cmd *cobra.Command, args []string) error {
+	switch len(args) {
+	case 0:
+		return errors.New("give the app as MODULE:ATTR (e.g. hello:app); see turnstile --help")
+	case 1:
+		return nil
+	}
+	return fmt.Errorf("one app only (MODULE:ATTR), got %d arguments: %s", len(args), strings.Join(args, " "))
 }
