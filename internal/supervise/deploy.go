@@ -1,6 +1,7 @@
 package supervise
 
 import (
+	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -23,6 +24,29 @@ import (
 // removes the --uds socket and the --pid-file at exit, and the listening
 // socket, bound once, never needs binding again. This is gunicorn's
 // choice.
+
+// inUse turns a bind's EADDRINUSE into the one line that names the flag
+// to change (uvicorn exits 1 on it too): "--port 8000 (or --bind):
+// address already in use; give another, ...". Another error is err.
+func inUse(err error, flag, what string) error {
+	if !errors.Is(err, syscall.EADDRINUSE) {
+		return err
+	}
+	return fmt.Errorf("%s: address already in use; %s", flag, what)
+}
+
+// addressFlag names the flag that set the address served, with its
+// value: --bind's, --uds's, or --port's.
+func (m *Master) addressFlag() string {
+	c := m.cfg
+	switch {
+	case len(c.Bind) > 0:
+		return "--bind " + c.Bind[0]
+	case c.UDS != "":
+		return "--uds " + c.UDS
+	}
+	return "--port " + strconv.Itoa(c.Port) + " (or --bind)"
+}
 
 // bind returns the listening socket the workers inherit: the one systemd
 // passed, or a new one bound from --host/--port or --uds.

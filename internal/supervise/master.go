@@ -282,12 +282,12 @@ func (m *Master) Start() error {
 		}
 		addr, err := m.startAdmin(cfg.AdminBind)
 		if err != nil {
-			return m.abort(err)
+			return m.abort(inUse(err, "--admin-bind "+cfg.AdminBind, "give another or off"))
 		}
 		m.log.Info("admin listening", "addr", addr)
 	}
 	if m.lnFile, m.addr, err = m.bind(); err != nil {
-		return m.abort(err)
+		return m.abort(inUse(err, m.addressFlag(), "give another, or stop the server using it"))
 	}
 	if cred != nil {
 		m.log.Info("workers run as", "user", cfg.User, "group", cfg.Group, "uid", cred.Uid, "gid", cred.Gid)
