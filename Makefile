@@ -3,7 +3,8 @@
 # and its pkg-config files), e.g. `make PYTHON=~/.pyenv/versions/3.12.1/bin/python3`.
 #
 #   make run    build, set up the virtualenv, serve examples/hello on :8000
-#               (PORT=, ADMIN_BIND=, ARGS='more flags')
+#               (PORT=, ADMIN_BIND=, ARGS='more flags'; PORT is not
+#               passed when ARGS has -b, --bind, --uds or --port)
 #   make test   install the system packages the tests need (as root:
 #               scripts/test-deps), build, set up the virtualenv, run every
 #               test (RUN=regexp: only the tests it matches)
@@ -77,8 +78,13 @@ venv-installed-%: $(VENV)/.installed-%
 # make deletes when it is done.
 .PRECIOUS: $(VENV)/.installed-%
 
+# `make run` passes --port $(PORT) only when ARGS gives no address of its
+# own (-b, --bind, --uds or --port, also as --bind=...): turnstile refuses
+# two ways of setting the address.
+RUN_PORT = $(if $(filter -b% --bind% --uds% --port%,$(ARGS)),,--port $(PORT))
+
 run: build venv-run
-	$(BIN) --venv $(VENV) --app-dir examples/hello --port $(PORT) --admin-bind $(ADMIN_BIND) $(ARGS) app:app
+	$(BIN) --venv $(VENV) --app-dir examples/hello $(RUN_PORT) --admin-bind $(ADMIN_BIND) $(ARGS) app:app
 
 test-deps:
 	@scripts/test-deps

@@ -45,3 +45,36 @@ func TestMake_RunQuiet(t *testing.T) {
 		t.Errorf("make venv-run with the virtualenv up to date printed:\n%s\nwant nothing", again)
 	}
 }
+
+// `make run ARGS='-b ...'` (issue 28): the Makefile passes --port $(PORT)
+// only when ARGS gives no address of its own, since turnstile refuses
+// --bind with --port. make -n prints the command without building.
+func TestMake_RunAddress(t *testing.T) {
+	if _, err := exec.LookPath("make"); err != nil {
+		t.Skip("no make")
+	}
+	python := os.Getenv("TURNSTILE_PYTHON")
+	if python == "" {
+		python = "python3"
+	}
+	for _, c := range []struct {
+		args string
+		port bool
+	}{
+		{"", true}, {"-w 2 --backlog 5", true},
+		{"-b 127.0.0.1:18130", false}, {"--bind=unix:/tmp/t.sock", false}, {"--uds /tmp/t.sock", false},
+		{"--port 9000", false}, {"-b127.0.0.1", false},
+	} {
+		cmd := exec.Command("make", "-n", "-o", "build", "-o", "venv-run", "run", "PYTHON="+python, "ARGS="+c.args)
+		cmd.Dir = repoRoot()
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("make -n run ARGS=%q: %v\n%s", c.args, err, out)
+		}
+		lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+		last := lines[len(lines)-1]
+		if got := strings.Contains(last, "--port 8000"); got != c.port || !strings.Contains(last, c.args+" app:app") {
+			t.Errorf("make run ARGS=%q runs:\n%s\nwant --port 8000: %v, and the ARGS", c.args, last, c.port)
+		}
+	}
+}
