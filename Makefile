@@ -45,9 +45,11 @@ build: check-python
 install: build
 	install -D -m 755 $(BIN) $(DESTDIR)$(PREFIX)/bin/turnstile
 
-# $(VENV)/.python names the interpreter that made the virtualenv: another
-# one of the same minor version (Debian's 3.11 and pyenv's) makes it
-# again, since the binary refuses a virtualenv of another Python install.
+# A virtualenv made by another Python install of the same minor version
+# (Debian's 3.11 and pyenv's) is made again, since the binary refuses it;
+# one the binary accepts is kept: scripts/venv-same asks the test the
+# binary makes (internal/venv), so python3 and python3.11 of one install
+# share it. $(VENV)/.python names the interpreter that made it.
 # make run installs requirements/run.txt into it, make test
 # requirements/test.txt.
 $(VENV)/.python:
@@ -59,7 +61,7 @@ $(VENV)/.installed-%: requirements/%.txt $(VENV)/.python
 	touch $@
 
 venv-check: check-python
-	@if [ -d $(VENV) ] && [ "$$(cat $(VENV)/.python 2>/dev/null)" != "$(PY_REAL)" ]; then \
+	@if [ -d $(VENV) ] && ! $(PYTHON) scripts/venv-same $(VENV); then \
 		echo "make: $(VENV) was made by another Python; making it again with $(PY_REAL)"; rm -rf $(VENV); fi
 
 venv: venv-check

@@ -78,3 +78,77 @@ func TestMake_RunAddress(t *testing.T) {
 		}
 	}
 }
+
+// The virtualenv outlives a switch between two names of one Python
+// install (issue 28: `make run` with python3, then `make test
+// PYTHON=.../python3.11`, then `make venv-run`: each switch said "was
+// made by another Python" and wiped it). It is made again only for a
+// virtualenv the binary would refuse: another install (scripts/venv-same,
+// the binary's test).
+func TestMake_VenvKeptAcrossPythonNames(t *testing.T) {
+	_, _ = vnBuildPython(t)
+	python := os.Getenv("TURNSTILE_PYTHON")
+	if _, err := exec.LookPath("make"); err != nil {
+		t.Skip("no make")
+	}
+	// Another name of the same interpreter in its directory (python3 for
+	// python3.11).
+	real, _ := filepath.EvalSymlinks(python)
+	alias := ""
+	for _, n := range []string{"python3", "python"} {
+		p := filepath.Join(filepath.Dir(python), n)
+		if r, _ := filepath.EvalSymlinks(p); p != python && r == real {
+			alias = p
+			break
+		}
+	}
+	if alias == "" {
+		t.Skipf("no other name of %s in its directory", python)
+	}
+	make := func(target, py, venv string) string {
+		t.Helper()
+		cmd := exec.Command("make", "--no-print-directory", target, "PYTHON="+py, "VENV="+venv)
+		cmd.Dir = repoRoot()
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("make %s PYTHON=%s: %v\n%s", target, py, err, out)
+		}
+		return string(out)
+	}
+	venv := filepath.Join(t.TempDir(), ".venv")
+	make("venv-run", alias, venv)
+	keep := filepath.Join(venv, "kept")
+	if err := os.WriteFile(keep, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, py := range []string{python, alias, python} {
+		if out := make("venv-run", py, venv); out != "" {
+			t.Errorf("make venv-run PYTHON=%s printed:\n%s\nwant nothing (the virtualenv is this install's)", py, out)
+		}
+	}
+	if _, err := os.Stat(keep); err != nil {
+		t.Errorf("the virtualenv was made again: %v", err)
+	}
+
+	// A virtualenv of another install is made again.
+	other := filepath.Join(t.TempDir(), ".venv")
+	os.MkdirAll(other, 0o755)
+	cfg := "home = /opt/other-python/bin\nversion = " + strings.TrimSpace(pyVersion(t, python)) + "\n"
+	if err := os.WriteFile(filepath.Join(other, "pyvenv.cfg"), []byte(cfg), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if out := make("venv-check", python, other); !strings.Contains(out, "was made by another Python") {
+		t.Errorf("make venv-check with another install's virtualenv printed:\n%s\nwant it made again", out)
+	}
+	if _, err := os.Stat(other); err == nil {
+		t.Errorf("another install's virtualenv is still there")
+	}
+}
+
+func pyVersion(t *testing.T, python string) string {
+	out, err := exec.Command(python, "-c", "import platform; print(platform.python_version())").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(out)
+}

@@ -1120,7 +1120,7 @@ func TestSupervise_GracefulTimeoutCutsStuckRequest(t *testing.T) {
 		stuck <- result{string(b), err}
 	}()
 	// The watchdog reports the request once it runs in Python.
-	supWaitLog(t, s, 10*time.Second, 1, "slow request", "path", "/sleep")
+	supWaitLog(t, s, 10*time.Second, 1, "slow request", "target", "/sleep")
 	signalled := time.Now()
 	s.Signal(syscall.SIGTERM)
 	code := s.Wait(30 * time.Second)
@@ -1142,8 +1142,29 @@ func TestSupervise_GracefulTimeoutCutsStuckRequest(t *testing.T) {
 	if n := supCount(s.Logs(), "worker stopped", "pid", strconv.Itoa(pid)); n != 1 {
 		t.Errorf("\"worker stopped\" records for pid %d = %d; want 1", pid, n)
 	}
-	if n := supCount(s.Logs(), "graceful timeout passed: connections closed"); n != 1 {
-		t.Errorf("\"graceful timeout passed\" records = %d; want 1", n)
+	// Said in words, with the timeout (issue 28: err="context deadline
+	// exceeded").
+	const passed = "graceful timeout passed with requests still running: their connections closed"
+	if n := supCount(s.Logs(), passed, "graceful_timeout", "2s"); n != 1 {
+		t.Errorf("%q records = %d; want 1", passed, n)
+	}
+	// The master says once which worker it waits for, and until when.
+	waits := 0
+	for _, rec := range supRecords(s.Logs()) {
+		if rec["msg"] == passed && rec["err"] != nil {
+			t.Errorf("%v: want no err field", rec)
+		}
+		if rec["msg"] == "waiting for draining workers to finish their requests" {
+			waits++
+			until, _ := time.Parse(time.RFC3339, fmt.Sprint(rec["until"]))
+			if fmt.Sprint(rec["workers"]) != "[1]" || fmt.Sprint(rec["pids"]) != fmt.Sprintf("[%d]", pid) ||
+				until.Before(signalled.Add(time.Second)) || until.After(signalled.Add(4*time.Second)) {
+				t.Errorf("%v: want workers [1], pids [%d], until about %v", rec, pid, signalled.Add(2*time.Second).UTC())
+			}
+		}
+	}
+	if waits != 1 {
+		t.Errorf("\"waiting for draining workers\" records = %d; want 1", waits)
 	}
 	// The worker names what it cut off, unless the master's kill (3 s
 	// after the timeout, a backstop) came first on a starved machine.

@@ -410,8 +410,8 @@ func TestWatchdog_SlowWSGIRequest(t *testing.T) {
 	if !strings.Contains(stack, "wd_slow_wsgi.py:") || !strings.Contains(stack, "time.sleep(2.5)") {
 		t.Errorf("slow-request stack lacks the app frame:\n%s", stack)
 	}
-	if p, _ := recs[0]["path"].(string); p != "/slow" {
-		t.Errorf("slow-request record path = %q", p)
+	if p, _ := recs[0]["target"].(string); p != "/slow" {
+		t.Errorf("slow-request record target = %q (issue 28: target, as the other records)", p)
 	}
 }
 

@@ -749,6 +749,13 @@ func (c *conn) serve() {
 		// The handshake shares the header timeout (from accept).
 		tc.SetDeadline(deadline)
 		if err := tc.HandshakeContext(context.Background()); err != nil {
+			var re tls.RecordHeaderError
+			if errors.As(err, &re) && re.Conn != nil && looksLikeHTTP(re.RecordHeader) {
+				// Plain HTTP on the TLS port: say so, as net/http does.
+				c.srv.logger().Info("http1: plain HTTP request on the TLS port: answered 400", "remote", c.req.RemoteAddr)
+				io.WriteString(re.Conn, "HTTP/1.0 400 Bad Request\r\n\r\nClient sent an HTTP request to an HTTPS server.\n")
+				return
+			}
 			c.srv.logger().Debug("http1: TLS handshake failed", "remote", c.req.RemoteAddr, "err", err)
 			return
 		}
@@ -1134,4 +1141,15 @@ func (c *conn) serveHTTP2() {
 	}
 	h := &StreamHandler{s: c.srv, lim: c.lim, remote: c.req.RemoteAddr, local: c.req.LocalAddr, scheme: c.scheme}
 	c.srv.HTTP2.ServeConn(nc, h)
+}
+
+// looksLikeHTTP reports whether the first five bytes a client sent on the
+// TLS port (crypto/tls's RecordHeaderError.RecordHeader) start an HTTP/1
+// request line, as net/http's tlsRecordHeaderLooksLikeHTTP.
+func looksLikeHTTP(hdr [5]byte) bool {
+	switch string(hdr[:]) {
+	case "GET /", "HEAD ", "POST ", "PUT /", "OPTIO":
+		return true
+	}
+	return false
 }

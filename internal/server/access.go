@@ -9,7 +9,8 @@ import (
 	"turnstile/internal/http1"
 )
 
-// logAccess writes the access record of one response (--access-log):
+// logAccess writes the access record of one response (--access-log),
+// whatever --log-level:
 // who asked what, over which protocol, the status and body bytes sent,
 // how long it took, and the client's User-Agent and Referer (left out
 // when the request has none), then extra (the WSGI queue and GIL waits).
@@ -33,7 +34,12 @@ func logAccess(log *slog.Logger, r *http1.Request, status int, bytes int64, d ti
 		a = append(a, slog.String("referer", string(ref)))
 	}
 	a = append(a, extra...)
-	log.LogAttrs(context.Background(), slog.LevelInfo, "access", a...)
+	// As gunicorn's access log, the record does not depend on
+	// --log-level: it goes to the handler directly (an INFO record),
+	// past the level check of log.LogAttrs.
+	rec := slog.NewRecord(time.Now(), slog.LevelInfo, "access", 0)
+	rec.AddAttrs(a...)
+	_ = log.Handler().Handle(context.Background(), rec)
 }
 
 // protocol is the request's protocol as access logs write it.

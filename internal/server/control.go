@@ -98,6 +98,13 @@ type lastError struct {
 func (h *lastError) Handle(ctx context.Context, r slog.Record) error {
 	if r.Level >= slog.LevelError {
 		msg := r.Message
+		r.Attrs(func(a slog.Attr) bool {
+			if a.Key == "traceback" {
+				msg += "\n" + a.Value.String() // text keeps its exception, the last line
+				return false
+			}
+			return true
+		})
 		h.last.Store(&msg)
 	}
 	return h.Handler.Handle(ctx, r)

@@ -101,7 +101,14 @@ func Run(cfg *config.Config, log *slog.Logger) int {
 	if err != nil {
 		var pe *python.Error
 		if errors.As(err, &pe) {
-			log.Error("turnstile: cannot load the app " + cfg.App + "\n" + pe.Text)
+			// The app's exception in its own traceback field (the
+			// first-start record the master points to); turnstile's own
+			// reason (no such module or attribute) on the message.
+			if reason, ok := strings.CutPrefix(pe.Text, "turnstile: "); ok && !strings.Contains(reason, "\n") {
+				log.Error("turnstile: cannot load the app " + cfg.App + ": " + reason)
+			} else {
+				log.Error("turnstile: cannot load the app "+cfg.App, "traceback", pe.Text)
+			}
 		} else {
 			log.Error(err.Error())
 		}
@@ -199,8 +206,11 @@ func Run(cfg *config.Config, log *slog.Logger) int {
 		expire := time.AfterFunc(time.Until(deadline)-margin, wsgiHandler.ExpireQueued)
 		defer expire.Stop()
 	}
-	if err := srv.Shutdown(ctx); err != nil {
-		log.Warn("graceful timeout passed: connections closed", "err", err)
+	if err := srv.Shutdown(ctx); errors.Is(err, context.DeadlineExceeded) {
+		log.Warn("graceful timeout passed with requests still running: their connections closed",
+			"graceful_timeout", cfg.GracefulTimeout.String())
+	} else if err != nil {
+		log.Warn("graceful stop: connections closed", "err", err)
 	}
 	stopInterface(deadline)
 	if ownsUDS(cfg) {
@@ -218,14 +228,22 @@ func minBodyRate(v int) int {
 	return v
 }
 
+// addrString is a client's address for a log record: host:port, the host
+// alone when the port is unknown (0), "" for an unnamed Unix socket.
 func addrString(a net.Addr) string {
 	if a == nil {
 		return ""
 	}
-	if s := a.String(); s != "@" { // "@": an unnamed Unix socket client, REMOTE_ADDR "" (internal/http1/addr.go)
-		return s
+	s := a.String()
+	if s == "@" { // "@": an unnamed Unix socket client, REMOTE_ADDR "" (internal/http1/addr.go)
+		return ""
 	}
-	return ""
+	// A client named by a proxy's header (--proxy-headers) has no known
+	// port: "1.2.3.4", not "1.2.3.4:0".
+	if host, port, err := net.SplitHostPort(s); err == nil && port == "0" {
+		return host
+	}
+	return s
 }
 
 func appDir(cfg *config.Config) string {

@@ -23,7 +23,8 @@
 //     pipe, or "failed <reason>" and exits (workerctl.Msg). When every worker is ready the
 //     master logs "listening". At first start a worker that fails, exits
 //     or passes --startup-timeout before "ready" stops the server with exit
-//     status 1: never a respawn loop. A worker that was ready already
+//     status 1: never a respawn loop (under --reload the master logs it
+//     once and starts the worker again at the next change). A worker that was ready already
 //     serves (the socket is shared) while the others start: if it dies,
 //     it is respawned as in service (6), and if it asks to be replaced,
 //     it is once every worker is ready.

@@ -6,6 +6,7 @@
 package supervise
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"io"
@@ -14,6 +15,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -89,7 +91,13 @@ const (
 	evRespawn
 	evSignal
 	evReload
+	evStopWait // stopWaitAfter after a graceful stop: name the workers still draining
 )
+
+// stopWaitAfter is how long after SIGTERM the master says which workers
+// it still waits for (once): the ones that are not gone by then have
+// requests in flight.
+const stopWaitAfter = time.Second
 
 type event struct {
 	kind evKind
@@ -451,10 +459,32 @@ func (m *Master) handle(ev event) {
 			(m.replacing == nil || m.replacing.id != ev.id) {
 			m.start(ev.id, "respawn")
 		}
+	case evStopWait:
+		left := make([]*proc, 0, len(m.procs))
+		for p := range m.procs {
+			left = append(left, p)
+		}
+		slices.SortFunc(left, func(a, b *proc) int { return cmp.Or(a.id-b.id, a.pid-b.pid) })
+		var ids, pids []int
+		for _, p := range left {
+			ids, pids = append(ids, p.id), append(pids, p.pid)
+		}
+		if len(ids) > 0 && !m.forced {
+			m.log.Info("waiting for draining workers to finish their requests", "workers", ids, "pids", pids,
+				"until", ev.text, "then", "killed")
+		}
 	case evReload:
 		if m.phase == phaseRunning {
 			m.log.Info("files changed: restarting the workers one by one", "files", ev.text)
 			m.rolling("reload")
+		} else if m.phase == phaseStarting {
+			// A worker failed at first start (onExit): start it again.
+			for id := 1; id <= m.want; id++ {
+				if m.slots[id] == nil && m.respawn[id] == nil {
+					m.log.Info("files changed: starting the worker again", "worker", id, "files", ev.text)
+					m.start(id, "start")
+				}
+			}
 		}
 	}
 }
@@ -479,6 +509,8 @@ func (m *Master) onSignal(sig os.Signal) {
 		}
 		m.phase = phaseStopping
 		m.stopAll(syscall.SIGTERM)
+		until := time.Now().Add(m.cfg.GracefulTimeout)
+		time.AfterFunc(stopWaitAfter, func() { m.post(event{kind: evStopWait, text: until.UTC().Format(time.RFC3339)}) })
 	case syscall.SIGHUP:
 		if m.phase != phaseRunning {
 			m.log.Info("SIGHUP ignored: not running")
@@ -617,6 +649,23 @@ func (m *Master) onExit(p *proc, ps *os.ProcessState) {
 			m.replacing = nil
 		}
 		m.next()
+
+	case p.state == stateStarting && m.phase == phaseStarting && m.watcher != nil:
+		// First start under --reload: as uvicorn, keep watching; the
+		// next change starts the worker again (evReload). Logged once per
+		// failure, never a respawn loop.
+		const wait = "; --reload: waiting for a change to start it again"
+		if p.failMsg != "" && !strings.HasPrefix(p.failMsg, "not ready within") {
+			m.log.Error("worker failed to start (its error is logged above)"+wait,
+				"worker", p.id, "pid", p.pid, "exit", cause)
+		} else {
+			reason := p.failMsg
+			if reason == "" {
+				reason = "exited before it was ready: " + cause
+			}
+			m.log.Error("worker failed to start"+wait, "worker", p.id, "pid", p.pid, "err", reason,
+				"signal", sig, "possible_oom", oom, p.tail.attr())
+		}
 
 	case p.state == stateStarting && m.phase == phaseStarting:
 		// First start: never a respawn loop. Stop everything, exit 1.

@@ -474,7 +474,7 @@ func (w *Watchdog) checkSlow() {
 		}
 		w.slow[key] = next * 2
 		frames := python.SampleStack(r.Pool.ThreadState(r.Thread))
-		w.Log.Warn("slow request", "method", r.Method, "path", r.Path, "age_ms", age.Milliseconds(),
+		w.Log.Warn("slow request", "method", r.Method, "target", r.Path, "age_ms", age.Milliseconds(),
 			"queued_ms", r.Running.Sub(r.Start).Milliseconds(),
 			"thread", r.Pool.ThreadName(r.Thread), "stack", strings.Join(w.describe(frames), "\n"))
 	}

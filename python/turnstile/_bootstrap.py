@@ -139,7 +139,10 @@ def setup(app_dir, switch_interval, workers):
     faulthandler.enable = _inert_faulthandler_enable
 
     # logging handlers that write to our stderr keep the record's level and
-    # send a multi-line record (a traceback) as one record.
+    # send a multi-line record as one record: the formatted message in
+    # msg, the record's logger name in logger and its exc_info (with
+    # stack_info) in traceback, as the server's own "app raised" records
+    # carry theirs (logger.exception, Flask's 500 handler).
     import logging
 
     plain_emit = logging.StreamHandler.emit
@@ -147,16 +150,40 @@ def setup(app_dir, switch_interval, workers):
     def emit(self, record):
         if isinstance(self.stream, LogStream):
             try:
-                text = self.format(record)
+                text, tb = format_apart(self, record)
             except Exception:
                 self.handleError(record)
                 return
             try:
-                _turnstile.log(record.levelno, text)
+                if tb:
+                    _turnstile.log(record.levelno, text, source="python", logger=str(record.name), traceback=tb)
+                else:
+                    _turnstile.log(record.levelno, text, source="python", logger=str(record.name))
             except Exception:
                 self.handleError(record)
         else:
             plain_emit(self, record)
+
+    def format_apart(handler, record):
+        """The handler's text of record without its exception and stack,
+        and those as Python's traceback text ("" when none)."""
+        exc_info, exc_text, stack_info = record.exc_info, record.exc_text, record.stack_info
+        if not exc_info and not exc_text and not stack_info:
+            return handler.format(record), ""
+        fmt = handler.formatter or logging._defaultFormatter
+        parts = []
+        if exc_info:
+            parts.append(fmt.formatException(exc_info))
+        elif exc_text:
+            parts.append(exc_text)
+        if stack_info:
+            parts.append(fmt.formatStack(stack_info))
+        record.exc_info = record.exc_text = record.stack_info = None
+        try:
+            text = handler.format(record)
+        finally:
+            record.exc_info, record.exc_text, record.stack_info = exc_info, exc_text, stack_info
+        return text, "\n".join(p.rstrip("\n") for p in parts if p)
 
     logging.StreamHandler.emit = emit
 
