@@ -30,13 +30,6 @@ const (
 	BodyChunkBytes   = 64 << 10
 )
 
-// Result describes one finished request, for the access log and metrics.
-type Result struct {
-	Status   int
-	Duration time.Duration
-	Bytes    int64 // body bytes sent (http1.ResponseWriter.Written)
-}
-
 // Handler serves an ASGI app's HTTP requests on a loop thread: an
 // http1.Handler. Start the loop (Loop.Start) before serving.
 type Handler struct {
@@ -48,7 +41,7 @@ type Handler struct {
 	// Done, when set, is called after each request. For a WebSocket it is
 	// called when the handshake has been answered (Status 101 once
 	// accepted).
-	Done func(r *http1.Request, res Result)
+	Done func(r *http1.Request, res inflight.Result)
 	// WebSocket configures WebSocket connections (websocket.go,
 	// internal/websocket).
 	WebSocket websocket.Config
@@ -125,7 +118,7 @@ func (h *Handler) ServeHTTP1(w *http1.ResponseWriter, r *http1.Request) {
 	status := 0
 	defer func() {
 		if h.Done != nil {
-			h.Done(r, Result{Status: status, Duration: time.Since(start), Bytes: w.Written()})
+			h.Done(r, inflight.Result{Status: status, Duration: time.Since(start), Bytes: w.Written()})
 		}
 	}()
 	s, err := getSlot()

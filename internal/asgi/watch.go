@@ -8,20 +8,19 @@ import "C"
 import (
 	"time"
 	"unsafe"
+
+	"turnstile/internal/inflight"
+	"turnstile/internal/watchdog"
 )
 
-// Heartbeat is what the watchdog reads of a loop, without the GIL.
-type Heartbeat struct {
-	Beat   int64  // monotonic ns (python.Now's clock) the loop last turned
-	Lag    int64  // ns: the longest a probe waited for the loop since the previous read
-	Probes uint64 // probes run so far
-	TState unsafe.Pointer
-}
+// A Loop is what the watchdog watches (watchdog.Loop): its heartbeat, its
+// probe, its requests in flight.
+var _ watchdog.Loop = (*Loop)(nil)
 
 // ReadHeartbeat returns the loop's heartbeat. Beat is 0 before the loop
 // started. It consumes Lag: one reader only (the watchdog).
-func (l *Loop) ReadHeartbeat() Heartbeat {
-	var h Heartbeat
+func (l *Loop) ReadHeartbeat() watchdog.Heartbeat {
+	var h watchdog.Heartbeat
 	var beat, lag C.int64_t
 	var seq C.uint64_t
 	var ts *C.PyThreadState
@@ -39,25 +38,20 @@ func (l *Loop) PushProbe() bool {
 	return C.ts_asgi_push(l.c, C.TS_EV_PROBE, nil, 0, (*C.char)(unsafe.Pointer(&now)), C.size_t(unsafe.Sizeof(now)), 0) == 0
 }
 
-// InFlight is one request running on a loop.
-type InFlight struct {
-	Method, Path string
-	Start        time.Time
-}
-
-// Requests returns the requests in flight on the loop, oldest first.
-func (l *Loop) Requests() []InFlight {
+// Requests returns the requests in flight on the loop, oldest first
+// (Method, Path and Start; Running is Start: a loop runs what it takes).
+func (l *Loop) Requests() []inflight.Request {
 	slots.mu.Lock()
 	all := slots.all
 	slots.mu.Unlock()
-	var out []InFlight
+	var out []inflight.Request
 	for _, s := range all { // slots are never freed: all stays valid
 		s.rec.Read(func(method, path []byte, start time.Time) {
 			// The slot's loop was set (ts_asgi_begin) before the record
 			// began, and stays while it is active: a slot serves one
 			// request at a time, on any loop.
 			if s.c.loop == l.c {
-				out = append(out, InFlight{Method: string(method), Path: string(path), Start: start})
+				out = append(out, inflight.Request{Method: string(method), Path: string(path), Start: start, Running: start})
 			}
 		})
 	}

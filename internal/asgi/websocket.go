@@ -81,6 +81,7 @@ import (
 	"unsafe"
 
 	"turnstile/internal/http1"
+	"turnstile/internal/inflight"
 	"turnstile/internal/reqblock"
 	"turnstile/internal/websocket"
 )
@@ -92,7 +93,7 @@ func (h *Handler) serveWebSocket(w *http1.ResponseWriter, r *http1.Request) {
 	status := 0
 	defer func() {
 		if h.Done != nil {
-			h.Done(r, Result{Status: status, Duration: time.Since(start), Bytes: w.Written()})
+			h.Done(r, inflight.Result{Status: status, Duration: time.Since(start), Bytes: w.Written()})
 		}
 	}()
 	hs, code, why := websocket.CheckHandshake(r)

@@ -2,12 +2,14 @@
 // watchdog and the stop log (which request is slow, stuck or still
 // running), at no shared cost per request: each slot holds one Record
 // under its own mutex, which only a reader contends for; method and path
-// are copied into buffers the record reuses.
+// are copied into buffers the record reuses. A reader gets Requests, the
+// one in-flight type of WSGI and ASGI.
 package inflight
 
 import (
 	"sync"
 	"time"
+	"unsafe"
 )
 
 // Record is what a reader sees of one slot's request. The zero value is
@@ -47,4 +49,44 @@ func (r *Record) Read(f func(method, path []byte, start time.Time)) bool {
 		f(r.method, r.path, r.start)
 	}
 	return r.active
+}
+
+// Request is one request in flight as a reader sees it: the one in-flight
+// type of every app interface (WSGI's pool, ASGI's loops), for the
+// watchdog, --timeout and the stop log.
+type Request struct {
+	Method, Path string
+	Target       string // the request-target as sent (path and query); "" when not kept
+	Remote       string // the client's address; "" when not kept
+	Start        time.Time
+	// Running is when a thread of its own took it (a pool thread), zero
+	// while it waits in a queue. --timeout and the slow-request log
+	// measure from here, not from Start, so a request that merely waits
+	// for a busy pool is not slow. A request on an event loop runs from
+	// Start.
+	Running time.Time
+	// Thread names the thread running it (a pool thread's name, as
+	// python.Pool.ThreadName gives it), "" when none of its own; TState is
+	// that thread's PyThreadState for python.SampleStack, nil when none.
+	Thread string
+	TState unsafe.Pointer
+}
+
+// Result describes one finished request, for the access log and metrics:
+// the one result type of every app interface (WSGI's and ASGI's Handler
+// pass it to their Done).
+type Result struct {
+	Status   int           // status sent (500/503 when the server answered; 101 for an accepted WebSocket)
+	Duration time.Duration // arrival → response handed to the socket (a WebSocket: handshake answered)
+	Bytes    int64         // body bytes sent (http1.ResponseWriter.Written)
+	// Pool: the request went through a pool's queue (WSGI), and QueueWait
+	// and GILWait measure it; false on an event loop, where both are zero.
+	Pool      bool
+	QueueWait time.Duration // submit → a Python thread took the job
+	GILWait   time.Duration // time its thread waited for the GIL during the job (python.GILWaitTiming)
+	Rejected  bool          // answered 503 by the server (queue full or timed out)
+	// Withdrawn: the client left while the request was queued; it was
+	// dropped from the queue, never started, and got no response (Status
+	// 499, nginx's "client closed request"; wsgi/gone.go).
+	Withdrawn bool
 }

@@ -19,7 +19,9 @@
 // then the PROXY protocol reader (--proxy-protocol), then TLS; the handler
 // is the forwarding-header wrapper (--proxy-headers, outermost, so every
 // layer sees the client a trusted proxy named), the tracker (track.go),
-// static mounts, then the WSGI or ASGI handler.
+// static mounts, then the app's Interface (iface.go): the WSGI handler on
+// its pool or the ASGI handler on its loop, chosen once by kind; the
+// watchdog and the tracker watch the Interface's Loops and Pools.
 //
 // Stop: SIGTERM or SIGINT stops accepting; in-flight requests finish within
 // the graceful timeout, each answered with Connection: close; the pool

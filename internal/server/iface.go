@@ -4,14 +4,13 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"sort"
-	"strings"
 	"sync/atomic"
 	"time"
 
 	"turnstile/internal/asgi"
 	"turnstile/internal/config"
 	"turnstile/internal/http1"
+	"turnstile/internal/inflight"
 	"turnstile/internal/python"
 	"turnstile/internal/sysmon"
 	"turnstile/internal/watchdog"
@@ -37,15 +36,47 @@ func wsgiPoolStats() python.PoolStats {
 	return python.PoolStats{}
 }
 
-// startWatchdog starts the loop watchdog (ASGI: loop is the worker's
-// event loop) and the slow-request sampler (WSGI: loop is nil), and
-// registers the loop's metrics for an ASGI worker (a WSGI worker has no
-// loop: it exports none of them).
-func startWatchdog(loop *asgi.Loop, cfg *config.Config, log *slog.Logger, m *metrics) *watchdog.Watchdog {
+// Interface is what serves the loaded app: a WSGI app's handler on its
+// pool of Python threads (*wsgi.Handler over a python.Pool), or an ASGI
+// app's on its event loop (*asgi.Handler over an asgi.Loop).
+// startInterface builds one; past that choice the worker knows the app
+// only through this.
+type Interface interface {
+	// ServeHTTP1 serves one request; Handler.Done gets its
+	// inflight.Result.
+	http1.Handler
+	// Stop stops what runs the app (WSGI: the pool's threads after their
+	// jobs; ASGI: the loop after lifespan shutdown), waiting at most
+	// timeout, and reports whether it stopped; when not, it has logged
+	// what still runs.
+	Stop(timeout time.Duration) bool
+	// ExpireQueued answers 503 to the requests still waiting for a
+	// thread, shortly before the graceful timeout (WSGI; a loop has no
+	// such queue).
+	ExpireQueued()
+	// Requests returns the requests in flight.
+	Requests() []inflight.Request
+	// Loops and Pools are what the watchdog and --timeout watch (ASGI:
+	// the loop; WSGI: the pool's requests).
+	Loops() []watchdog.Loop
+	Pools() []watchdog.Pool
+}
+
+// Interface guards.
+var (
+	_ Interface = (*wsgi.Handler)(nil)
+	_ Interface = (*asgi.Handler)(nil)
+)
+
+// startWatchdog starts the loop watchdog over ifc's loops and the
+// slow-request sampler over its pools, and registers the loops' metrics
+// (a worker without loops exports none of them).
+func startWatchdog(ifc Interface, cfg *config.Config, log *slog.Logger, m *metrics) *watchdog.Watchdog {
 	wd := &watchdog.Watchdog{
 		StallThreshold: cfg.LoopStallThreshold,
 		SlowRequest:    cfg.SlowRequestThreshold,
-		Loop:           loop,
+		Loops:          ifc.Loops(),
+		Pools:          ifc.Pools(),
 		Log:            log,
 	}
 	if wd.StallThreshold < 0 {
@@ -54,12 +85,12 @@ func startWatchdog(loop *asgi.Loop, cfg *config.Config, log *slog.Logger, m *met
 	if wd.SlowRequest < 0 {
 		wd.SlowRequest = 0
 	}
-	if wd.Loop != nil && cfg.Timeout > 0 && (wd.StallThreshold == 0 || wd.StallThreshold > cfg.Timeout) {
-		// --timeout on ASGI is a loop that has not turned for that long
-		// (track.go): the loop is watched, at the timeout at the latest.
+	if len(wd.Loops) > 0 && cfg.Timeout > 0 && (wd.StallThreshold == 0 || wd.StallThreshold > cfg.Timeout) {
+		// --timeout on a loop is a loop that has not turned for that long
+		// (track.go): the loops are watched, at the timeout at the latest.
 		wd.StallThreshold = cfg.Timeout
 	}
-	if m != nil && wd.Loop != nil { // the loop's lag and stalls: an ASGI worker's only
+	if m != nil && len(wd.Loops) > 0 { // the loops' lag and stalls
 		m.reg.MustRegister(wd.Collectors()...)
 	}
 	if wd.StallThreshold == 0 && wd.SlowRequest == 0 {
@@ -76,10 +107,9 @@ var errStartup = errors.New("server: the app failed to start")
 
 // startInterface starts what serves the loaded app — the pool of Python
 // threads for WSGI, the event loop (and lifespan startup) for ASGI — and
-// returns the http1 handler and the function that stops it within a
-// deadline.
-func startInterface(kind string, cfg *config.Config, log *slog.Logger, m *metrics) (http1.Handler, func(deadline time.Time), error) {
-	access := cfg.AccessLog
+// its watchdog, and returns the Interface and the function that stops
+// both within a deadline.
+func startInterface(kind string, cfg *config.Config, log *slog.Logger, m *metrics) (Interface, func(deadline time.Time), error) {
 	if cfg.Switches.SysmonBatch {
 		// docs/design.md, "sysmon and the loop thread run under SCHED_BATCH"
 		if tid, err := sysmon.Batch(time.Second); err != nil {
@@ -88,45 +118,38 @@ func startInterface(kind string, cfg *config.Config, log *slog.Logger, m *metric
 			log.Debug("sysmon runs under SCHED_BATCH", "tid", tid)
 		}
 	}
+	ifc, err := buildInterface(kind, cfg, log, requestDone(cfg, log, m))
+	if err != nil {
+		return nil, nil, err
+	}
+	wd := startWatchdog(ifc, cfg, log, m)
+	stop := func(deadline time.Time) {
+		wd.Stop()
+		if ifc.Stop(time.Until(deadline) + workerctl.StopGrace) {
+			python.Shutdown()
+		}
+	}
+	return ifc, stop, nil
+}
+
+// buildInterface starts the pool or the loop for an app of kind ("wsgi",
+// "asgi") and returns the handler serving on it, which calls done after
+// each request (nil: nothing to do).
+func buildInterface(kind string, cfg *config.Config, log *slog.Logger, done func(*http1.Request, inflight.Result)) (Interface, error) {
 	switch kind {
 	case "wsgi":
 		pool, err := python.StartPool(python.PoolConfig{Threads: cfg.BlockingThreads, QueueSize: cfg.QueueSize,
 			NoTurn: !cfg.Switches.PoolTurn, NoBatch: !cfg.Switches.PoolBatch})
 		if err != nil {
-			return nil, nil, err
+			return nil, err
 		}
 		wsgiPool.Store(pool)
 		h := &wsgi.Handler{Pool: pool, ScriptName: cfg.RootPath, Logger: log, BufferBytes: cfg.RequestBufferBytes,
-			BufferDiskBytes: cfg.RequestBufferDiskBytes, BufferDir: cfg.RequestBufferDir}
+			BufferDiskBytes: cfg.RequestBufferDiskBytes, BufferDir: cfg.RequestBufferDir, Done: done}
 		if cfg.QueueTimeout > 0 {
 			h.QueueTimeout = cfg.QueueTimeout
 		}
-		if m != nil || access {
-			h.Done = func(r *http1.Request, res wsgi.Result) {
-				if m != nil {
-					m.observe(res)
-				}
-				if access && res.Withdrawn {
-					// Status 499 (nginx's "client closed request"): no
-					// response was sent.
-					logAccess(log, r, res.Status, res.Bytes, res.Duration,
-						slog.Int64("queue_wait_us", res.QueueWait.Microseconds()), slog.Bool("withdrawn", true))
-				} else if access {
-					logAccess(log, r, res.Status, res.Bytes, res.Duration,
-						slog.Int64("queue_wait_us", res.QueueWait.Microseconds()), slog.Int64("gil_wait_us", res.GILWait.Microseconds()))
-				}
-			}
-		}
-		wd := startWatchdog(nil, cfg, log, m)
-		stop := func(deadline time.Time) {
-			wd.Stop()
-			if !pool.Stop(time.Until(deadline) + workerctl.StopGrace) {
-				log.Warn("pool threads still running at exit: exiting without them", "requests", runningRequests())
-				return
-			}
-			python.Shutdown()
-		}
-		return h, stop, nil
+		return h, nil
 	case "asgi":
 		// The worker's one event loop: the only place that knows how many
 		// there are.
@@ -134,62 +157,52 @@ func startInterface(kind string, cfg *config.Config, log *slog.Logger, m *metric
 			Lifespan: cfg.Lifespan, Loop: cfg.Loop, ExecutorThreads: cfg.ExecutorThreads, Batch: cfg.Switches.LoopBatch,
 		})
 		if err != nil {
-			return nil, nil, err
+			return nil, err
 		}
 		loopName, err := loop.Start()
 		if err != nil {
 			var se *asgi.StartupError
 			if errors.As(err, &se) {
-				return nil, nil, fmt.Errorf("%w: ASGI lifespan startup failed: %s", errStartup, se.Message)
+				return nil, fmt.Errorf("%w: ASGI lifespan startup failed: %s", errStartup, se.Message)
 			}
-			return nil, nil, err
+			return nil, err
 		}
 		log.Info("event loop running", "loop", loopName, "lifespan", cfg.Lifespan)
-		h := &asgi.Handler{Loop: loop, RootPath: cfg.RootPath, Logger: log, WebSocket: websocket.Config{
+		return &asgi.Handler{Loop: loop, RootPath: cfg.RootPath, Logger: log, Done: done, WebSocket: websocket.Config{
 			MaxSizeBytes:      cfg.WSMaxSizeBytes,
 			MaxQueue:          cfg.WSMaxQueue,
 			PingInterval:      cfg.WSPingInterval,
 			PingTimeout:       cfg.WSPingTimeout,
 			PerMessageDeflate: cfg.WSPerMessageDeflate,
 			WriteTimeout:      cfg.TimeoutWrite,
-		}}
-		if m != nil || access {
-			h.Done = func(r *http1.Request, res asgi.Result) {
-				if m != nil {
-					m.observe(wsgi.Result{Status: res.Status, Duration: res.Duration})
-				}
-				if access {
-					logAccess(log, r, res.Status, res.Bytes, res.Duration)
-				}
-			}
-		}
-		wd := startWatchdog(loop, cfg, log, m)
-		stop := func(deadline time.Time) {
-			wd.Stop()
-			if !loop.Stop(time.Until(deadline) + workerctl.StopGrace) {
-				log.Warn("event loop still running at exit")
-				return
-			}
-			python.Shutdown()
-		}
-		return h, stop, nil
+		}}, nil
 	}
-	return nil, nil, fmt.Errorf("server: unknown interface %q", kind)
+	return nil, fmt.Errorf("server: unknown interface %q", kind)
 }
 
-// runningRequests describes the WSGI requests still in flight, oldest
-// first: "GET /sleep running 3.002s", comma-separated ("queued" for one
-// no pool thread took).
-func runningRequests() string {
-	reqs := wsgi.Requests()
-	sort.Slice(reqs, func(i, j int) bool { return reqs[i].Start.Before(reqs[j].Start) })
-	parts := make([]string, len(reqs))
-	for i, r := range reqs {
-		state, since := " running ", r.Running
-		if r.Running.IsZero() {
-			state, since = " queued ", r.Start
-		}
-		parts[i] = r.Method + " " + r.Path + state + time.Since(since).Round(time.Millisecond).String()
+// requestDone returns what runs after each request: the metrics and the access
+// log; nil when neither is on.
+func requestDone(cfg *config.Config, log *slog.Logger, m *metrics) func(*http1.Request, inflight.Result) {
+	access := cfg.AccessLog
+	if m == nil && !access {
+		return nil
 	}
-	return strings.Join(parts, ", ")
+	return func(r *http1.Request, res inflight.Result) {
+		if m != nil {
+			m.observe(res)
+		}
+		switch {
+		case !access:
+		case res.Withdrawn:
+			// Status 499 (nginx's "client closed request"): no response
+			// was sent.
+			logAccess(log, r, res.Status, res.Bytes, res.Duration,
+				slog.Int64("queue_wait_us", res.QueueWait.Microseconds()), slog.Bool("withdrawn", true))
+		case res.Pool:
+			logAccess(log, r, res.Status, res.Bytes, res.Duration,
+				slog.Int64("queue_wait_us", res.QueueWait.Microseconds()), slog.Int64("gil_wait_us", res.GILWait.Microseconds()))
+		default: // an event loop: no queue, no GIL wait of its own
+			logAccess(log, r, res.Status, res.Bytes, res.Duration)
+		}
+	}
 }

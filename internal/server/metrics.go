@@ -7,6 +7,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"turnstile/internal/http1"
+	"turnstile/internal/inflight"
 	"turnstile/internal/procmetrics"
 	"turnstile/internal/python"
 	"turnstile/internal/wsgi"
@@ -102,7 +103,7 @@ var codeLabels = func() []string {
 	return s
 }()
 
-func (m *metrics) observe(res wsgi.Result) {
+func (m *metrics) observe(res inflight.Result) {
 	if res.Withdrawn {
 		return // never answered: turnstile_requests_withdrawn_total
 	}

@@ -11,8 +11,8 @@ import (
 	"turnstile/internal/config"
 	"turnstile/internal/http1"
 	"turnstile/internal/python"
+	"turnstile/internal/watchdog"
 	"turnstile/internal/workerctl"
-	"turnstile/internal/wsgi"
 )
 
 // tracker wraps the app's handler in a worker. It counts finished
@@ -24,15 +24,16 @@ import (
 // seconds; a turnstile worker is never silent (Go answers), so the
 // question is what in it can be stuck:
 //
-//   - WSGI: a request a pool thread has been running for longer than the
-//     timeout, counted from when the thread took it (wsgi.Requests'
-//     Running), not from its arrival: a request still waiting in the
-//     queue for a busy pool is not stuck, and its healthy worker is not
-//     replaced.
-//   - ASGI: the event loop not turning for longer than the timeout (the
-//     watchdog's stall). A request that only awaits (asyncio.sleep, a long
-//     poll, an event stream, a WebSocket) leaves the loop free and is not
-//     stuck however long it lasts.
+//   - A pool (WSGI, Interface.Pools): a request a pool thread has been
+//     running for longer than the timeout, counted from when the thread
+//     took it (inflight.Request's Running), not from its arrival: a
+//     request still waiting in the queue for a busy pool is not stuck, and
+//     its healthy worker is not replaced.
+//   - A loop (ASGI, Interface.Loops): the event loop not turning for
+//     longer than the timeout (the watchdog's stall, watchdog.Stalling). A
+//     request that only awaits (asyncio.sleep, a long poll, an event
+//     stream, a WebSocket) leaves the loop free and is not stuck however
+//     long it lasts.
 //
 // Policy for a stuck worker: a Python thread cannot be killed, so the
 // request or the stall is logged (with the Python stack of the thread,
@@ -45,19 +46,20 @@ type tracker struct {
 	log     *slog.Logger
 	ctl     *control
 	timeout time.Duration
-	asgi    bool  // the app is ASGI: watch the loop, not requests
-	limit   int64 // recycle after this many requests; 0 = never
+	pools   []watchdog.Pool // whose running requests are held to timeout
+	limit   int64           // recycle after this many requests; 0 = never
 	served  atomic.Int64
 	begun   atomic.Int64
 }
 
-// track returns h wrapped in a tracker in a worker, else h. kind is the
-// app's interface ("wsgi" or "asgi").
-func track(h http1.Handler, cfg *config.Config, log *slog.Logger, kind string) http1.Handler {
+// track returns h wrapped in a tracker in a worker, else h. ifc is what
+// serves the app: its pools are watched for --timeout, and its loops
+// through the watchdog.
+func track(h http1.Handler, cfg *config.Config, log *slog.Logger, ifc Interface) http1.Handler {
 	if worker == nil {
 		return h
 	}
-	t := &tracker{next: h, log: log, ctl: worker.ctl, timeout: cfg.Timeout, asgi: kind == "asgi"}
+	t := &tracker{next: h, log: log, ctl: worker.ctl, timeout: cfg.Timeout, pools: ifc.Pools()}
 	if cfg.MaxRequests > 0 {
 		t.limit = int64(cfg.MaxRequests)
 		if cfg.MaxRequestsJitter > 0 {
@@ -92,15 +94,24 @@ func (t *tracker) done() {
 func (t *tracker) watch() {
 	every := min(max(t.timeout/4, 50*time.Millisecond), time.Second)
 	reported := map[string]bool{}
-	stallReported := false
+	stalls := map[int]bool{} // loop index → its current stall was reported
 	for range time.Tick(every) {
-		if t.asgi {
-			stallReported = t.watchLoop(stallReported)
-			continue
-		}
-		now := time.Now()
-		live := map[string]bool{}
-		for _, r := range wsgi.Requests() {
+		t.watchLoops(stalls)
+		t.watchPools(reported)
+	}
+}
+
+// watchPools checks the pools' running requests against the timeout: one
+// past it is logged once, with its thread's stack, and the worker is
+// replaced. reported holds the keys of those logged, still in flight.
+func (t *tracker) watchPools(reported map[string]bool) {
+	if len(t.pools) == 0 {
+		return
+	}
+	now := time.Now()
+	live := map[string]bool{}
+	for _, p := range t.pools {
+		for _, r := range p.Requests() {
 			if r.Running.IsZero() {
 				continue // queued: waiting is not running
 			}
@@ -114,47 +125,50 @@ func (t *tracker) watch() {
 			t.log.Warn("request running past --timeout; replacing this worker gracefully",
 				"method", r.Method, "target", r.Target, "remote", r.Remote,
 				"age_s", msSeconds(age), "queued_s", msSeconds(r.Running.Sub(r.Start)),
-				"timeout_s", t.timeout.Seconds(), "thread", r.Pool.ThreadName(r.Thread),
-				"stack", joinFrames(python.SampleStack(r.Pool.ThreadState(r.Thread))))
+				"timeout_s", t.timeout.Seconds(), "thread", r.Thread,
+				"stack", joinFrames(python.SampleStack(r.TState)))
 			t.ctl.recycle(workerctl.CauseTimeout, r.Method+" "+r.Target+" running "+age.Round(time.Millisecond).String())
 		}
-		for k := range reported {
-			if !live[k] {
-				delete(reported, k)
-			}
+	}
+	for k := range reported {
+		if !live[k] {
+			delete(reported, k)
 		}
 	}
 }
 
-// watchLoop checks the event loop against the timeout: a stall (the
+// watchLoops checks the loops against the timeout: a stall (the
 // watchdog's: the loop has not turned) longer than it is logged once per
-// stall, with the loop's stack and the requests in flight, and the worker
-// is replaced. It returns whether the current stall was reported.
-func (t *tracker) watchLoop(reported bool) bool {
+// stall, with the loop's stack and the requests in flight on it, and the
+// worker is replaced. reported holds the loops whose current stall was
+// logged.
+func (t *tracker) watchLoops(reported map[int]bool) {
 	wd := activeWatchdog.Load()
-	if wd == nil || wd.Loop == nil {
-		return false
+	if wd == nil {
+		return
 	}
-	age := wd.Stalled()
-	if age == 0 {
-		return false
+	stalled := map[int]bool{}
+	for _, s := range wd.Stalling() {
+		i := s.Loop.Index()
+		stalled[i] = true
+		if reported[i] || s.Age < t.timeout {
+			continue
+		}
+		reported[i] = true
+		var reqs []string
+		for _, r := range s.Loop.Requests() {
+			reqs = append(reqs, r.Method+" "+r.Path+" ("+time.Since(r.Start).Round(time.Millisecond).String()+")")
+		}
+		t.log.Warn("event loop blocked past --timeout; replacing this worker gracefully",
+			"stalled_s", msSeconds(s.Age), "timeout_s", t.timeout.Seconds(),
+			"requests", strings.Join(reqs, "; "), "stack", joinFrames(python.SampleStack(s.TState)))
+		t.ctl.recycle(workerctl.CauseTimeout, "event loop blocked "+s.Age.Round(time.Millisecond).String())
 	}
-	if reported || age < t.timeout {
-		return reported
+	for i := range reported {
+		if !stalled[i] {
+			delete(reported, i)
+		}
 	}
-	var reqs []string
-	for _, r := range wd.Loop.Requests() {
-		reqs = append(reqs, r.Method+" "+r.Path+" ("+time.Since(r.Start).Round(time.Millisecond).String()+")")
-	}
-	stack := ""
-	if h := wd.Loop.ReadHeartbeat(); h.TState != nil {
-		stack = joinFrames(python.SampleStack(h.TState))
-	}
-	t.log.Warn("event loop blocked past --timeout; replacing this worker gracefully",
-		"stalled_s", msSeconds(age), "timeout_s", t.timeout.Seconds(),
-		"requests", strings.Join(reqs, "; "), "stack", stack)
-	t.ctl.recycle(workerctl.CauseTimeout, "event loop blocked "+age.Round(time.Millisecond).String())
-	return true
 }
 
 func joinFrames(frames []python.Frame) string {

@@ -30,7 +30,6 @@ import (
 	"turnstile/internal/tlsconf"
 	"turnstile/internal/venv"
 	"turnstile/internal/watchdog"
-	"turnstile/internal/wsgi"
 )
 
 // Exit statuses of a worker.
@@ -114,21 +113,21 @@ func Run(cfg *config.Config, log *slog.Logger) int {
 		}
 		return ExitFailed
 	}
-	h, stopInterface, err := startInterface(kind, cfg, log, m)
+	ifc, stopInterface, err := startInterface(kind, cfg, log, m)
 	if err != nil {
 		log.Error(err.Error())
 		return ExitFailed
 	}
-	wsgiHandler, _ := h.(*wsgi.Handler) // nil for ASGI
 	// Static mounts answer in Go before the app (internal/static).
-	if h, err = static.New(static.Config{Mounts: cfg.StaticMounts, CacheControl: cfg.StaticCacheControl,
+	h, err := static.New(static.Config{Mounts: cfg.StaticMounts, CacheControl: cfg.StaticCacheControl,
 		Symlinks: cfg.StaticSymlinkPolicy, Fallthrough: cfg.StaticFallthrough, Index: cfg.StaticIndex, Logger: log,
-		Access: staticAccess(cfg, log)}, h); err != nil {
+		Access: staticAccess(cfg, log)}, ifc)
+	if err != nil {
 		log.Error(err.Error())
 		return ExitFailed
 	}
 	srv = http1.Server{
-		Handler:             proxyHeaders(track(h, cfg, log, kind), cfg),
+		Handler:             proxyHeaders(track(h, cfg, log, ifc), cfg),
 		MaxRequestLineBytes: cfg.LimitRequestLine,
 		MaxHeaderFields:     cfg.LimitRequestFields,
 		MaxHeaderFieldBytes: cfg.LimitRequestFieldSize,
@@ -163,7 +162,7 @@ func Run(cfg *config.Config, log *slog.Logger) int {
 	if worker != nil {
 		worker.ctl.onRecycle(srv.Drain)
 	}
-	if g := theGate.Load(); g != nil && kind == "wsgi" && cfg.Workers > 1 && cfg.Switches.GateDefer {
+	if g := theGate.Load(); g != nil && len(ifc.Pools()) > 0 && cfg.Workers > 1 && cfg.Switches.GateDefer {
 		g.setShare(cfg.BlockingThreads, func() int { return srv.InFlight() + srv.FreshConns() }) // spread bursts over the workers (gate.go)
 	}
 	sigs := make(chan os.Signal, 2)
@@ -172,12 +171,12 @@ func Run(cfg *config.Config, log *slog.Logger) int {
 	go func() { serveErr <- srv.Serve(ln) }()
 	ready.Store(true)
 	workerReady()
-	if kind == "wsgi" {
+	if len(ifc.Pools()) > 0 {
 		log.Info(workerMsg("listening"), "addr", ln.Addr().String(), "interface", kind, "blocking_threads", cfg.BlockingThreads,
 			"turnstile_barrier", python.TurnEnabled(), "gil_wait_timing", python.GILWaitTiming(), "http", cfg.HTTP, "tls", tlsconf.Describe(&tlsCfg))
 	} else {
-		// The pool's settings do not apply to an ASGI app (its event
-		// loop's are in the "event loop running" record).
+		// The pool's settings do not apply to an app on a loop (ASGI: its
+		// event loop's are in the "event loop running" record).
 		log.Info(workerMsg("listening"), "addr", ln.Addr().String(), "interface", kind, "http", cfg.HTTP, "tls", tlsconf.Describe(&tlsCfg))
 	}
 
@@ -198,14 +197,12 @@ func Run(cfg *config.Config, log *slog.Logger) int {
 	deadline := time.Now().Add(cfg.GracefulTimeout)
 	ctx, cancel := context.WithDeadline(context.Background(), deadline)
 	defer cancel()
-	if wsgiHandler != nil {
-		// Requests still waiting for a pool thread shortly before the
-		// graceful timeout (a thread stuck in a view) get a 503 with
-		// Retry-After, not their connection closed under them.
-		margin := min(cfg.GracefulTimeout/10, 500*time.Millisecond)
-		expire := time.AfterFunc(time.Until(deadline)-margin, wsgiHandler.ExpireQueued)
-		defer expire.Stop()
-	}
+	// Requests still waiting for a pool thread shortly before the graceful
+	// timeout (a thread stuck in a view) get a 503 with Retry-After, not
+	// their connection closed under them.
+	margin := min(cfg.GracefulTimeout/10, 500*time.Millisecond)
+	expire := time.AfterFunc(time.Until(deadline)-margin, ifc.ExpireQueued)
+	defer expire.Stop()
 	if err := srv.Shutdown(ctx); errors.Is(err, context.DeadlineExceeded) {
 		log.Warn("graceful timeout passed with requests still running: their connections closed",
 			"graceful_timeout", cfg.GracefulTimeout.String())

@@ -1,7 +1,14 @@
 // Package watchdog catches a blocked event loop and a slow WSGI request and
 // shows the Python stack that blocked it.
 //
-// How a stall is caught (DESIGN.md, "The watchdog"):
+// It watches lists: the worker's event loops (Loop, implemented by
+// *asgi.Loop) and its sources of requests running on threads of their own
+// (Pool, implemented by *wsgi.Handler over its python.Pool). It knows
+// them only through these two interfaces and the in-flight type
+// (inflight.Request): a worker with more loops or pools adds entries, the
+// watchdog does not change.
+//
+// How a stall is caught (DESIGN.md, "The watchdog"), per loop:
 //
 //  1. The loop writes a heartbeat (monotonic ns, C memory) from its drain
 //     callback; this goroutine pushes a probe event every ProbeEvery (a
@@ -18,9 +25,9 @@
 //     loop turns again it logs one WARNING with the whole stall and records
 //     it for /debug/stalls and the metrics.
 //
-// The same goroutine watches WSGI requests: one running past SlowRequest
-// (counted from when a pool thread took it, not from its arrival) has its
-// pool thread's stack logged, and again at each doubling.
+// The same goroutine watches the pools' requests: one running past
+// SlowRequest (counted from when a pool thread took it, not from its
+// arrival) has its pool thread's stack logged, and again at each doubling.
 package watchdog
 
 import (
@@ -32,12 +39,12 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unsafe"
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"turnstile/internal/asgi"
+	"turnstile/internal/inflight"
 	"turnstile/internal/python"
-	"turnstile/internal/wsgi"
 )
 
 // Defaults.
@@ -70,6 +77,37 @@ const (
 	KeepStalls = 50
 )
 
+// Heartbeat is what the watchdog reads of a loop, without the GIL.
+type Heartbeat struct {
+	Beat   int64          // monotonic ns (python.Now's clock) the loop last turned; 0 before it started
+	Lag    int64          // ns: the longest a probe waited for the loop since the previous read
+	Probes uint64         // probes drained so far
+	TState unsafe.Pointer // the loop thread's PyThreadState, for python.SampleStack; nil before it started
+}
+
+// Loop is an event loop the watchdog watches (*asgi.Loop).
+type Loop interface {
+	// Index is the loop's number: its metrics label loop="<index>" and
+	// Stall.Loop.
+	Index() int
+	// PushProbe queues a probe event; draining it moves the heartbeat,
+	// and the time it waited becomes the loop lag. It reports whether the
+	// probe was queued (false when the loop is stopping).
+	PushProbe() bool
+	// ReadHeartbeat returns the loop's heartbeat. It consumes Lag: the
+	// watchdog is its one reader.
+	ReadHeartbeat() Heartbeat
+	// Requests returns the requests in flight on the loop, oldest first.
+	Requests() []inflight.Request
+}
+
+// Pool is a source of requests that run on threads of their own (a WSGI
+// handler over its python.Pool): the slow-request sampler looks at those
+// whose Running is set, and samples Request.TState.
+type Pool interface {
+	Requests() []inflight.Request
+}
+
 // Request is a request in flight during a stall.
 type Request struct {
 	Method string  `json:"method"`
@@ -95,35 +133,56 @@ type Stall struct {
 	GILHolderStack  []string `json:"gil_holder_stack,omitempty"`
 }
 
-// Watchdog watches the loop (when the app is ASGI) and the WSGI pool.
+// Watchdog watches the event loops (an ASGI app's) and the pools (a WSGI
+// app's). Set the fields, then Start; the lists do not change after.
 type Watchdog struct {
 	// StallThreshold: a loop with no heartbeat for this long is stalled.
 	// Zero disables the loop watchdog.
 	StallThreshold time.Duration
-	// SlowRequest: a WSGI request running this long has its stack logged.
-	// Zero disables.
+	// SlowRequest: a pool's request running this long has its stack
+	// logged. Zero disables.
 	SlowRequest time.Duration
-	// Loop is the event loop watched (ASGI); nil when there is none (WSGI).
-	Loop *asgi.Loop
-	Log  *slog.Logger
+	// Loops are the event loops watched; none for a WSGI app.
+	Loops []Loop
+	// Pools are the sources of requests on threads of their own watched
+	// for SlowRequest; none for an ASGI app.
+	Pools []Pool
+	Log   *slog.Logger
 
-	lag        prometheus.Histogram
-	stallSecs  prometheus.Counter
-	stallCount prometheus.Counter
+	loops []*loopWatch // one per Loops entry, made by init
 
-	mu      sync.Mutex
-	stalls  []Stall // guarded by mu, newest last
-	current *stallState
-	stop    chan struct{}
-	done    chan struct{}
+	mu     sync.Mutex
+	stalls []Stall // guarded by mu, newest last
+	stop   chan struct{}
+	done   chan struct{}
 
 	startNs    int64                    // python.Now() at Start: earlier silence is not counted
 	probeEvery time.Duration            // ProbeEvery, or a quarter of a threshold below 200 ms
-	slow       map[string]time.Duration // next report age per WSGI request key
+	slow       map[string]time.Duration // next report age per pool request key
 	sources    sourceCache
 }
 
+// loopWatch is the watchdog's state for one loop.
+type loopWatch struct {
+	loop       Loop
+	lag        prometheus.Histogram
+	stallSecs  prometheus.Counter
+	stallCount prometheus.Counter
+	current    *stallState // the stall in progress; guarded by Watchdog.mu
+
+	// The run goroutine's only.
+	lastProbes uint64
+	lastProbe  time.Time
+	// Probes pushed, and when (python.Now), by push number: the loop
+	// drains them in order, so Heartbeat.Probes is the number of the
+	// oldest one still queued.
+	pushed   uint64
+	pushedAt [256]int64
+}
+
 type stallState struct {
+	loop       Loop
+	tstate     unsafe.Pointer // the loop thread's, from the heartbeat that saw the stall begin
 	lastBeat   int64
 	start      time.Time
 	samples    int
@@ -140,30 +199,37 @@ type stallState struct {
 	holderThread  int // native thread id, the latest seen
 }
 
-// Collectors returns the watchdog's metrics for registration.
+// Collectors returns the loops' metrics for registration, three per loop
+// labelled loop="<index>" (none without loops).
 func (w *Watchdog) Collectors() []prometheus.Collector {
 	w.init()
-	return []prometheus.Collector{w.lag, w.stallSecs, w.stallCount}
+	var out []prometheus.Collector
+	for _, lw := range w.loops {
+		out = append(out, lw.lag, lw.stallSecs, lw.stallCount)
+	}
+	return out
 }
 
 func (w *Watchdog) init() {
-	if w.lag != nil {
+	if w.loops != nil || len(w.Loops) == 0 {
 		return
 	}
-	labels := prometheus.Labels{"loop": "0"}
-	if w.Loop != nil {
-		labels["loop"] = strconv.Itoa(w.Loop.Index())
+	for _, l := range w.Loops {
+		labels := prometheus.Labels{"loop": strconv.Itoa(l.Index())}
+		w.loops = append(w.loops, &loopWatch{
+			loop: l,
+			lag: prometheus.NewHistogram(prometheus.HistogramOpts{
+				Name: "turnstile_loop_lag_seconds", Help: "How late the event loop's 50 ms probe ran.",
+				ConstLabels: labels, Buckets: prometheus.ExponentialBuckets(0.0005, 2, 14),
+			}),
+			stallSecs: prometheus.NewCounter(prometheus.CounterOpts{
+				Name: "turnstile_loop_stall_seconds_total", Help: "Seconds the event loop spent stalled past the threshold.", ConstLabels: labels,
+			}),
+			stallCount: prometheus.NewCounter(prometheus.CounterOpts{
+				Name: "turnstile_loop_stalls_total", Help: "Stalls of the event loop past the threshold.", ConstLabels: labels,
+			}),
+		})
 	}
-	w.lag = prometheus.NewHistogram(prometheus.HistogramOpts{
-		Name: "turnstile_loop_lag_seconds", Help: "How late the event loop's 50 ms probe ran.",
-		ConstLabels: labels, Buckets: prometheus.ExponentialBuckets(0.0005, 2, 14),
-	})
-	w.stallSecs = prometheus.NewCounter(prometheus.CounterOpts{
-		Name: "turnstile_loop_stall_seconds_total", Help: "Seconds the event loop spent stalled past the threshold.", ConstLabels: labels,
-	})
-	w.stallCount = prometheus.NewCounter(prometheus.CounterOpts{
-		Name: "turnstile_loop_stalls_total", Help: "Stalls of the event loop past the threshold.", ConstLabels: labels,
-	})
 }
 
 // Start runs the watchdog goroutine.
@@ -188,25 +254,63 @@ func (w *Watchdog) Stop() {
 	<-w.done
 }
 
-// Stalls returns the recorded stalls, newest last, plus one in progress.
+// Stalls returns the recorded stalls of every loop, newest last, then
+// those in progress (one per stalled loop, in Loops order).
 func (w *Watchdog) Stalls() []Stall {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	out := append([]Stall(nil), w.stalls...)
-	if w.current != nil {
-		out = append(out, w.summary(w.current, time.Since(w.current.start), true))
+	for _, lw := range w.loops {
+		if cur := lw.current; cur != nil {
+			out = append(out, w.summary(cur, time.Since(cur.start), true))
+		}
 	}
 	return out
 }
 
-// Stalled reports the age of a stall in progress past the threshold, or 0.
+// Stalled reports the age of the oldest stall in progress past the
+// threshold on any loop, or 0.
 func (w *Watchdog) Stalled() time.Duration {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if w.current == nil {
+	var age time.Duration
+	for _, lw := range w.loops {
+		if lw.current != nil {
+			age = max(age, time.Since(lw.current.start))
+		}
+	}
+	return age
+}
+
+// Stalling is a stall in progress on one loop, past the threshold.
+type Stalling struct {
+	Loop   Loop
+	Age    time.Duration
+	TState unsafe.Pointer // the loop thread's PyThreadState, for python.SampleStack
+}
+
+// Stalling returns the stalls in progress, in Loops order (for --timeout:
+// internal/server/track.go).
+func (w *Watchdog) Stalling() []Stalling {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	var out []Stalling
+	for _, lw := range w.loops {
+		if cur := lw.current; cur != nil {
+			out = append(out, Stalling{Loop: lw.loop, Age: time.Since(cur.start), TState: cur.tstate})
+		}
+	}
+	return out
+}
+
+// stalledLoop reports the age of lw's stall in progress, or 0.
+func (w *Watchdog) stalledLoop(lw *loopWatch) time.Duration {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if lw.current == nil {
 		return 0
 	}
-	return time.Since(w.current.start)
+	return time.Since(lw.current.start)
 }
 
 func (w *Watchdog) run() {
@@ -217,13 +321,7 @@ func (w *Watchdog) run() {
 	// loop costs one wake-up per probe.
 	timer := time.NewTimer(0)
 	defer timer.Stop()
-	var lastProbes uint64
-	var lastSlow, lastProbe time.Time
-	// Probes pushed, and when (python.Now), by push number: the loop
-	// drains them in order, so h.Probes is the number of the oldest one
-	// still queued.
-	var pushed uint64
-	var pushedAt [256]int64
+	var lastSlow time.Time
 	for {
 		select {
 		case <-w.stop:
@@ -232,46 +330,8 @@ func (w *Watchdog) run() {
 		}
 		now := time.Now()
 		wait := time.Hour
-		if w.Loop != nil {
-			if now.Sub(lastProbe) >= w.probeEvery {
-				lastProbe = now
-				at := python.Now()
-				if w.Loop.PushProbe() {
-					pushedAt[pushed%uint64(len(pushedAt))] = at
-					pushed++
-				}
-			}
-			wait = min(wait, w.probeEvery-now.Sub(lastProbe))
-			h := w.Loop.ReadHeartbeat()
-			wasStalled := w.Stalled() > 0
-			if h.Probes != lastProbes || h.Lag > 0 {
-				// One observation per read: the longest lag of the
-				// probes drained since (after a stall, the stall).
-				lastProbes = h.Probes
-				w.lag.Observe(float64(h.Lag) / 1e9)
-			}
-			if w.StallThreshold > 0 && h.Beat != 0 {
-				// How long the oldest probe not yet drained has waited:
-				// a stall is the loop not draining what Go gave it, not
-				// merely a quiet heartbeat (Go itself may have been held
-				// off the CPU and pushed nothing meanwhile).
-				var pending time.Duration
-				if pushed > h.Probes {
-					oldest := max(h.Probes, pushed-uint64(len(pushedAt)))
-					pending = time.Duration(python.Now() - pushedAt[oldest%uint64(len(pushedAt))])
-				}
-				w.checkLoop(h, pending)
-				if !wasStalled && w.Stalled() == 0 && time.Duration(h.Lag) >= w.StallThreshold {
-					w.unseen(time.Duration(h.Lag))
-				}
-				switch {
-				case w.Stalled() > 0:
-					wait = min(wait, Tick) // sample and report the stall
-				case pushed > h.Probes:
-					// Look again when the oldest probe reaches the threshold.
-					wait = min(wait, max(w.StallThreshold-pending, Tick))
-				}
-			}
+		for _, lw := range w.loops {
+			wait = min(wait, w.watchLoop(lw, now))
 		}
 		if w.SlowRequest > 0 {
 			if now.Sub(lastSlow) >= SlowEvery {
@@ -284,49 +344,97 @@ func (w *Watchdog) run() {
 	}
 }
 
+// watchLoop pushes lw's probe when due, reads its heartbeat and checks it
+// for a stall; it returns how soon it wants to look again.
+func (w *Watchdog) watchLoop(lw *loopWatch, now time.Time) time.Duration {
+	wait := time.Hour
+	if now.Sub(lw.lastProbe) >= w.probeEvery {
+		lw.lastProbe = now
+		at := python.Now()
+		if lw.loop.PushProbe() {
+			lw.pushedAt[lw.pushed%uint64(len(lw.pushedAt))] = at
+			lw.pushed++
+		}
+	}
+	wait = min(wait, w.probeEvery-now.Sub(lw.lastProbe))
+	h := lw.loop.ReadHeartbeat()
+	wasStalled := w.stalledLoop(lw) > 0
+	if h.Probes != lw.lastProbes || h.Lag > 0 {
+		// One observation per read: the longest lag of the probes
+		// drained since (after a stall, the stall).
+		lw.lastProbes = h.Probes
+		lw.lag.Observe(float64(h.Lag) / 1e9)
+	}
+	if w.StallThreshold > 0 && h.Beat != 0 {
+		// How long the oldest probe not yet drained has waited: a stall
+		// is the loop not draining what Go gave it, not merely a quiet
+		// heartbeat (Go itself may have been held off the CPU and pushed
+		// nothing meanwhile).
+		var pending time.Duration
+		if lw.pushed > h.Probes {
+			oldest := max(h.Probes, lw.pushed-uint64(len(lw.pushedAt)))
+			pending = time.Duration(python.Now() - lw.pushedAt[oldest%uint64(len(lw.pushedAt))])
+		}
+		w.checkLoop(lw, h, pending)
+		if !wasStalled && w.stalledLoop(lw) == 0 && time.Duration(h.Lag) >= w.StallThreshold {
+			w.unseen(lw, time.Duration(h.Lag))
+		}
+		switch {
+		case w.stalledLoop(lw) > 0:
+			wait = min(wait, Tick) // sample and report the stall
+		case lw.pushed > h.Probes:
+			// Look again when the oldest probe reaches the threshold.
+			wait = min(wait, max(w.StallThreshold-pending, Tick))
+		}
+	}
+	return wait
+}
+
 // unseen records a stall that ended before the watchdog looked (its
 // goroutine was held off the CPU, or the stall ended between two looks): a
 // probe drained after waiting lag past the threshold. The stall lasted at
 // least lag; no stack was sampled.
-func (w *Watchdog) unseen(lag time.Duration) {
-	st := Stall{Loop: w.Loop.Index(), Start: time.Now().Add(-lag), DurationMS: float64(lag.Microseconds()) / 1000}
+func (w *Watchdog) unseen(lw *loopWatch, lag time.Duration) {
+	st := Stall{Loop: lw.loop.Index(), Start: time.Now().Add(-lag), DurationMS: float64(lag.Microseconds()) / 1000}
 	w.mu.Lock()
-	w.keepLocked(st, lag)
+	w.keepLocked(lw, st, lag)
 	w.mu.Unlock()
 	w.Log.Warn("event loop stalled (seen after it ended: no stack sampled)", "loop", st.Loop,
 		"duration_ms", st.DurationMS, "samples", 0)
 }
 
-// keepLocked records a finished stall of dur for /debug/stalls (the last
-// KeepStalls) and the metrics. w.mu held.
-func (w *Watchdog) keepLocked(st Stall, dur time.Duration) {
+// keepLocked records a finished stall of dur on lw for /debug/stalls (the
+// last KeepStalls of all loops) and the loop's metrics. w.mu held.
+func (w *Watchdog) keepLocked(lw *loopWatch, st Stall, dur time.Duration) {
 	w.stalls = append(w.stalls, st)
 	if len(w.stalls) > KeepStalls {
 		w.stalls = w.stalls[len(w.stalls)-KeepStalls:]
 	}
-	w.stallSecs.Add(dur.Seconds())
-	w.stallCount.Inc()
+	lw.stallSecs.Add(dur.Seconds())
+	lw.stallCount.Inc()
 }
 
-func (w *Watchdog) checkLoop(h asgi.Heartbeat, pending time.Duration) {
+// checkLoop begins, samples, reports and ends lw's stall from heartbeat h
+// and the wait of its oldest probe still queued (pending).
+func (w *Watchdog) checkLoop(lw *loopWatch, h Heartbeat, pending time.Duration) {
 	now := python.Now()
 	// Time before the watchdog started (lifespan startup, which may block
 	// the loop while it runs) is not a stall it saw: count from its start.
 	age := time.Duration(now - max(h.Beat, w.startNs))
 	w.mu.Lock()
-	cur := w.current
+	cur := lw.current
 	w.mu.Unlock()
 	if cur == nil {
 		if age < w.StallThreshold || pending < w.StallThreshold {
 			return
 		}
 		cur = &stallState{
-			lastBeat: h.Beat, start: time.Now().Add(-age),
+			loop: lw.loop, tstate: h.TState, lastBeat: h.Beat, start: time.Now().Add(-age),
 			stacks: map[string]int{}, frames: map[string][]python.Frame{}, nextReport: ProgressAfter,
 			holderStacks: map[string]int{}, holderFrames: map[string][]python.Frame{},
 		}
 		w.mu.Lock()
-		w.current = cur
+		lw.current = cur
 		w.mu.Unlock()
 	}
 	if h.Beat != cur.lastBeat {
@@ -334,8 +442,8 @@ func (w *Watchdog) checkLoop(h asgi.Heartbeat, pending time.Duration) {
 		dur := time.Duration(h.Beat - cur.lastBeat)
 		w.mu.Lock()
 		st := w.summary(cur, dur, false)
-		w.current = nil
-		w.keepLocked(st, dur)
+		lw.current = nil
+		w.keepLocked(lw, st, dur)
 		w.mu.Unlock()
 		w.logStall("event loop stalled", st)
 		return
@@ -347,7 +455,7 @@ func (w *Watchdog) checkLoop(h asgi.Heartbeat, pending time.Duration) {
 		// (a sync view in a thread pool, a background thread) holds it in
 		// a long C call: the loop's own stack then looks idle. Sample the
 		// holder too.
-		if hold := python.GILHolder(); hold != nil && hold != h.TState {
+		if hold := gilHolder(h.TState); hold != nil && hold != h.TState {
 			if hf := python.SampleStack(hold); len(hf) > 0 {
 				key := stackKey(hf)
 				w.mu.Lock()
@@ -362,7 +470,7 @@ func (w *Watchdog) checkLoop(h asgi.Heartbeat, pending time.Duration) {
 		}
 		if len(frames) > 0 {
 			key := stackKey(frames)
-			reqs := w.Loop.Requests()
+			reqs := lw.loop.Requests()
 			w.mu.Lock()
 			if len(reqs) > 0 {
 				cur.requests = nil
@@ -391,7 +499,7 @@ func (w *Watchdog) checkLoop(h asgi.Heartbeat, pending time.Duration) {
 
 // summary builds the Stall record. Called with w.mu held.
 func (w *Watchdog) summary(cur *stallState, dur time.Duration, ongoing bool) Stall {
-	st := Stall{Loop: w.Loop.Index(), Start: cur.start, DurationMS: float64(dur.Microseconds()) / 1000, Samples: cur.samples, Ongoing: ongoing}
+	st := Stall{Loop: cur.loop.Index(), Start: cur.start, DurationMS: float64(dur.Microseconds()) / 1000, Samples: cur.samples, Ongoing: ongoing}
 	if !ongoing && len(cur.requests) > 0 {
 		// The stall is over: the request that blocked the loop has
 		// usually finished with it, and what is in flight now are the
@@ -399,7 +507,7 @@ func (w *Watchdog) summary(cur *stallState, dur time.Duration, ongoing bool) Sta
 		// lasted (sampled, oldest first: the blocker leads).
 		st.Requests = cur.requests
 	} else {
-		for _, r := range w.Loop.Requests() {
+		for _, r := range cur.loop.Requests() {
 			st.Requests = append(st.Requests, Request{Method: r.Method, Path: r.Path, AgeMS: float64(time.Since(r.Start).Microseconds()) / 1000})
 		}
 		if len(st.Requests) > 0 {
@@ -450,13 +558,17 @@ func (w *Watchdog) logStall(msg string, st Stall) {
 	w.Log.Warn(msg, args...)
 }
 
-// checkSlow logs the stack of WSGI requests running past SlowRequest, and
-// again at each doubling of their age. The age counts from when a pool
-// thread took the request: time spent queued behind a busy pool is not
-// slowness of the request (issue 29).
+// checkSlow logs the stack of the pools' requests running past
+// SlowRequest, and again at each doubling of their age. The age counts
+// from when a pool thread took the request: time spent queued behind a
+// busy pool is not slowness of the request (issue 29).
 func (w *Watchdog) checkSlow() {
 	live := map[string]bool{}
-	for _, r := range wsgi.Requests() {
+	var reqs []inflight.Request
+	for _, p := range w.Pools {
+		reqs = append(reqs, p.Requests()...)
+	}
+	for _, r := range reqs {
 		key := fmt.Sprintf("%s %s %d", r.Method, r.Path, r.Start.UnixNano())
 		live[key] = true
 		next, ok := w.slow[key]
@@ -473,10 +585,10 @@ func (w *Watchdog) checkSlow() {
 			continue
 		}
 		w.slow[key] = next * 2
-		frames := python.SampleStack(r.Pool.ThreadState(r.Thread))
+		frames := python.SampleStack(r.TState)
 		w.Log.Warn("slow request", "method", r.Method, "target", r.Path, "age_ms", age.Milliseconds(),
 			"queued_ms", r.Running.Sub(r.Start).Milliseconds(),
-			"thread", r.Pool.ThreadName(r.Thread), "stack", strings.Join(w.describe(frames), "\n"))
+			"thread", r.Thread, "stack", strings.Join(w.describe(frames), "\n"))
 	}
 	for k := range w.slow {
 		if !live[k] {
@@ -496,6 +608,15 @@ func (w *Watchdog) describe(frames []python.Frame) []string {
 		}
 	}
 	return out
+}
+
+// gilHolder is python.GILHolder while the loop runs Python (tstate set):
+// without a loop thread there is no interpreter state to read it from.
+func gilHolder(tstate unsafe.Pointer) unsafe.Pointer {
+	if tstate == nil {
+		return nil
+	}
+	return python.GILHolder()
 }
 
 func stackKey(frames []python.Frame) string {

@@ -31,20 +31,6 @@ import (
 // through wsgi.input reads.
 const MaxPrefetchBytes = 64 << 10
 
-// Result describes one finished request, for the access log and metrics.
-type Result struct {
-	Status    int           // status sent (500/503 when the server answered)
-	QueueWait time.Duration // submit → a Python thread took the job
-	GILWait   time.Duration // time its thread waited for the GIL during the job (python.GILWaitTiming)
-	Duration  time.Duration // submit → response handed to the socket
-	Bytes     int64         // body bytes sent (http1.ResponseWriter.Written)
-	Rejected  bool          // answered 503 by the server (queue full or timed out)
-	// Withdrawn: the client left while the request was queued; it was
-	// dropped from the queue, never started, and got no response (Status
-	// 499, nginx's "client closed request"; gone.go).
-	Withdrawn bool
-}
-
 // Handler serves WSGI apps: an http1.Handler that hands each request to the
 // pool of Python threads. Configure it, then call Setup's hook through
 // python.Start (AfterLoad) before serving.
@@ -61,8 +47,8 @@ type Handler struct {
 	QueueTimeout time.Duration
 	// Logger gets app tracebacks (ERROR). Default slog.Default().
 	Logger *slog.Logger
-	// Done, when set, is called after each request.
-	Done func(r *http1.Request, res Result)
+	// Done, when set, is called after each request (Result.Pool set).
+	Done func(r *http1.Request, res inflight.Result)
 	// BufferBytes, when positive, makes the handler read each request's
 	// whole body before queueing it (buffer.go): up to BufferBytes in
 	// memory, the rest spooled to a temporary file in BufferDir (""
@@ -216,7 +202,7 @@ func (h *Handler) logger() *slog.Logger {
 // wait for its eventfd, finish the response. See doc.go.
 func (h *Handler) ServeHTTP1(w *http1.ResponseWriter, r *http1.Request) {
 	start := time.Now()
-	res := Result{}
+	res := inflight.Result{Pool: true}
 	// One deferred call at the end for both: a further defer in this
 	// function made Go give up open-coded defers (+0.25 % CPU on hello).
 	var sp spool

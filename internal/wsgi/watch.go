@@ -5,27 +5,10 @@ import (
 	"sync"
 	"time"
 
+	"turnstile/internal/inflight"
 	"turnstile/internal/python"
+	"turnstile/internal/watchdog"
 )
-
-// InFlight is one WSGI request being served, for the slow-request sampler
-// and --timeout.
-type InFlight struct {
-	Method, Path string
-	Target       string // the request-target as sent (path and query)
-	Remote       string // the client's address
-	Start        time.Time
-	// Pool is the pool the request was submitted to, and Thread the index
-	// of its thread running it, or -1 while it is queued: sample it with
-	// python.SampleStack(Pool.ThreadState(Thread)), name it with
-	// Pool.ThreadName(Thread).
-	Pool   *python.Pool
-	Thread int
-	// Running is when a pool thread took it (zero while it is queued):
-	// --timeout and the slow-request log measure from here, not from
-	// Start, so a request that merely waits for a busy pool is not slow.
-	Running time.Time
-}
 
 // registry lists every slot that exists (getSlot to freeSlot, which is
 // rare), for Requests and sweepSlots. A request marks its own slot's
@@ -50,17 +33,25 @@ func unregister(s *slot) {
 	registry.mu.Unlock()
 }
 
-// Requests returns the WSGI requests in flight. Thread is read from the C
-// job as it runs (a racy read of an int the pool thread wrote before it
-// started the job).
-func Requests() []InFlight {
+// The handler is a source of requests on threads of their own for the
+// watchdog's slow-request sampler (watchdog.Pool).
+var _ watchdog.Pool = (*Handler)(nil)
+
+// Requests returns the handler's requests in flight, in no order: Running,
+// Thread and TState are set once a pool thread took one (zero while it is
+// queued). The thread is read from the C job as it runs (a racy read of an
+// int the pool thread wrote before it started the job).
+func (h *Handler) Requests() []inflight.Request {
 	registry.mu.Lock()
 	defer registry.mu.Unlock()
-	var out []InFlight
+	var out []inflight.Request
 	now, nowNs := time.Now(), python.Now()
 	for s := range registry.slots {
+		if s.h != h {
+			continue
+		}
 		s.rec.Read(func(method, path []byte, start time.Time) {
-			r := InFlight{Method: string(method), Path: string(path), Start: start, Pool: s.h.Pool, Thread: -1}
+			r := inflight.Request{Method: string(method), Path: string(path), Start: start}
 			if s.r != nil { // set before the record began, cleared after it ended
 				r.Target = string(s.r.Target)
 				if s.r.RemoteAddr != nil {
@@ -68,7 +59,8 @@ func Requests() []InFlight {
 				}
 			}
 			if b := &s.job.base; !s.queued() {
-				r.Thread = int(b.thread_index)
+				r.Thread = h.Pool.ThreadName(int(b.thread_index))
+				r.TState = h.Pool.ThreadState(int(b.thread_index))
 				r.Running = now.Add(-time.Duration(nowNs - int64(b.started_ns)))
 			}
 			out = append(out, r)
