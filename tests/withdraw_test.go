@@ -71,7 +71,7 @@ func TestTimeout_QueuedIsNotRunning(t *testing.T) {
 	}
 	supWaitLog(t, s, 10*time.Second, 1, pastTimeout, "target", "/sleep?5")
 	supWaitLog(t, s, 20*time.Second, 1, "worker replaced", "cause", "timeout")
-	if n := supCount(s.Logs(), "slow request", "path", "/sleep"); n == 0 {
+	if n := supCount(s.Logs(), "slow request", "target", "/sleep"); n == 0 {
 		t.Errorf("no slow-request record for the 5 s view")
 	}
 	for _, rec := range supRecords(s.Logs()) {
