@@ -7,8 +7,11 @@ require (
 	github.com/gorilla/websocket v1.5.3
 	github.com/pires/go-proxyproto v0.15.0
 	github.com/prometheus/client_golang v1.25.0
+	github.com/quic-go/quic-go v0.65.0
 	github.com/spf13/cobra v1.10.2
 )
+
+require github.com/quic-go/qpack v0.6.0 // indirect
 
 require (
 	github.com/BurntSushi/toml v1.5.0

@@ -377,7 +377,9 @@ func (s *slot) buildScope(r *http1.Request, rootPath string) ([]byte, int) {
 	add(scRawPath, nil, raw)
 	add(scQuery, nil, r.RawQuery)
 	add(scRootPath, nil, []byte(rootPath))
-	if r.ProtoMajor == 2 {
+	if r.ProtoMajor == 3 {
+		add(scHTTPVersion, nil, []byte("3"))
+	} else if r.ProtoMajor == 2 {
 		add(scHTTPVersion, nil, []byte("2"))
 	} else if r.ProtoMinor == 0 {
 		add(scHTTPVersion, nil, []byte("1.0"))

@@ -17,7 +17,7 @@
 static PyObject *s_type, *s_http, *s_asgi, *asgi_template, *s_http_version,
     *s_method, *s_scheme, *s_path, *s_raw_path, *s_query_string, *s_root_path,
     *s_headers, *s_client, *s_server, *s_state, *s_extensions, *s_http_scheme,
-    *s_v11, *s_v10, *s_v2, *extensions_template;
+    *s_v11, *s_v10, *s_v2, *s_v3, *extensions_template;
 static PyObject *s_https_scheme, *s_wss_scheme;
 static PyObject *s_websocket, *s_ws_scheme, *s_subprotocols, *ws_asgi_template,
     *ws_extensions_template;
@@ -161,7 +161,7 @@ ts_build_scope(ts_loop *loop, ts_asgi_slot *s, int websocket)
             SET(s_root_path, PyUnicode_DecodeUTF8(val, vlen, "replace"));
             break;
         case TS_SC_HTTP_VERSION:
-            SET(s_http_version, Py_NewRef(vlen == 1 ? s_v2 /* HTTP/2 */
+            SET(s_http_version, Py_NewRef(vlen == 1 ? (val[0] == '3' ? s_v3 : s_v2) /* HTTP/3, HTTP/2 */
                                           : vlen == 3 && val[2] == '0' ? s_v10 : s_v11));
             break;
         case TS_SC_CLIENT_HOST:
@@ -263,6 +263,7 @@ ts_scope_setup(void)
     INTERN(s_v11, "1.1");
     INTERN(s_v10, "1.0");
     INTERN(s_v2, "2");
+    INTERN(s_v3, "3");
     INTERN(s_websocket, "websocket");
     INTERN(s_ws_scheme, "ws");
     INTERN(s_https_scheme, "https");

@@ -336,6 +336,15 @@ type Config struct {
 	HTTP2MaxHeadersSize              int           `json:"http2_max_headers_size,omitempty"`
 	HTTP2KeepAliveInterval           time.Duration `json:"http2_keep_alive_interval,omitempty"`
 	HTTP2KeepAliveTimeout            time.Duration `json:"http2_keep_alive_timeout,omitempty"`
+	// HTTP3 serves HTTP/3 on the TLS port over UDP (internal/h3), next to
+	// HTTP/1.1 and HTTP/2 on TCP, whose responses advertise it (Alt-Svc,
+	// for HTTP3AltSvcMaxAge). HTTP3MaxConcurrentStreams bounds the request
+	// streams per connection; above HTTP3RetryAbove handshakes in progress
+	// new ones get a QUIC Retry (0: always).
+	HTTP3                     bool          `json:"http3,omitempty"`
+	HTTP3MaxConcurrentStreams int           `json:"http3_max_concurrent_streams,omitempty"`
+	HTTP3RetryAbove           int           `json:"http3_retry_above,omitempty"`
+	HTTP3AltSvcMaxAge         time.Duration `json:"http3_alt_svc_max_age,omitempty"`
 }
 
 // TLS returns the TLS settings (NextProtos by HTTP).
@@ -382,6 +391,23 @@ func (c *Config) validateHTTP(bad func(string, ...any)) {
 	}
 	if c.HTTP2KeepAliveInterval < 0 || c.HTTP2KeepAliveTimeout < 0 {
 		bad("--http2-keep-alive-interval and --http2-keep-alive-timeout must not be negative")
+	}
+	if c.HTTP3 {
+		if c.SSLCertFile == "" {
+			bad("--http3 needs TLS: give --ssl-certfile and --ssl-keyfile (QUIC is always encrypted)")
+		}
+		if c.UDS != "" {
+			bad("--http3 serves on a UDP port: it cannot go with --uds")
+		}
+		if c.HTTP3MaxConcurrentStreams < 1 {
+			bad("--http3-max-concurrent-streams %d: want at least 1", c.HTTP3MaxConcurrentStreams)
+		}
+		if c.HTTP3RetryAbove < 0 {
+			bad("--http3-retry-above %d: want 0 or more", c.HTTP3RetryAbove)
+		}
+		if c.HTTP3AltSvcMaxAge < time.Second {
+			bad("--http3-alt-svc-max-age %s: want at least 1s", c.HTTP3AltSvcMaxAge)
+		}
 	}
 }
 

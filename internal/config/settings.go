@@ -197,6 +197,12 @@ var Settings = []Setting{
 		Field: func(c *Config) any { return ptr(&c.HTTP2KeepAliveInterval) }},
 	{Name: "http2-keep-alive-timeout", Kind: Seconds, Default: "20s", Usage: "close an HTTP/2 connection whose PING is unanswered this long (seconds or a duration, more than 0)",
 		Field: func(c *Config) any { return ptr(&c.HTTP2KeepAliveTimeout) }},
+	{Name: "http3", Kind: Bool, Default: "false", Usage: "also serve HTTP/3 (QUIC) on the TLS port over UDP, advertised by Alt-Svc (needs --ssl-certfile)", Field: func(c *Config) any { return ptr(&c.HTTP3) }},
+	{Name: "http3-max-concurrent-streams", Kind: Int, Default: "100", Usage: "HTTP/3 request streams open at once per connection", Field: func(c *Config) any { return ptr(&c.HTTP3MaxConcurrentStreams) }},
+	{Name: "http3-retry-above", Kind: Int, Default: "64", Usage: "QUIC handshakes in progress above which a new one must first answer a Retry (address validation; 0 = always)",
+		Field: func(c *Config) any { return ptr(&c.HTTP3RetryAbove) }},
+	{Name: "http3-alt-svc-max-age", Kind: Seconds, Default: "24h0m0s", README: "24h", Usage: "how long clients may remember the Alt-Svc advertisement of HTTP/3 (seconds or a duration, more than 0)",
+		Field: func(c *Config) any { return ptr(&c.HTTP3AltSvcMaxAge) }},
 
 	// gunicorn's and uvicorn's flags turnstile has no use for: hidden,
 	// each refused with the one line that says what it does instead.

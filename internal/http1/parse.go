@@ -22,7 +22,8 @@ type Request struct {
 	RawQuery []byte // after '?', without it; nil if Target has no '?'
 
 	// ProtoMajor and ProtoMinor are 1.0 or 1.1; other versions are
-	// refused with 505 before the handler runs.
+	// refused with 505 before the handler runs. HTTP/2 and HTTP/3
+	// streams (stream.go) are 2.0 and 3.0.
 	ProtoMajor, ProtoMinor int
 
 	Header []Field // in the order received

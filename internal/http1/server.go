@@ -1132,6 +1132,6 @@ func (c *conn) serveHTTP2() {
 		p, _ := c.br.Peek(n)
 		nc = &prefixConn{Conn: c.rwc, pre: append([]byte(nil), p...)}
 	}
-	h := &StreamHandler{s: c.srv, lim: c.lim, remote: c.req.RemoteAddr, local: c.req.LocalAddr, scheme: c.scheme}
+	h := &StreamHandler{s: c.srv, lim: c.lim, remote: c.req.RemoteAddr, local: c.req.LocalAddr, scheme: c.scheme, proto: 2}
 	c.srv.HTTP2.ServeConn(nc, h)
 }

@@ -23,6 +23,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"turnstile/internal/config"
+	"turnstile/internal/h3"
 	"turnstile/internal/http1"
 	"turnstile/internal/listen"
 	"turnstile/internal/python"
@@ -90,11 +91,21 @@ func Run(cfg *config.Config, log *slog.Logger) int {
 	// reader); the files are read here, so a rolling restart (SIGHUP)
 	// serves renewed certificates.
 	tlsCfg := cfg.TLS()
-	if tc, err := tlsconf.Load(&tlsCfg); err != nil {
+	tc, err := tlsconf.Load(&tlsCfg)
+	if err != nil {
 		log.Error("turnstile: TLS: " + err.Error())
 		return ExitFailed
 	} else if tc != nil {
 		ln = tls.NewListener(ln, tc)
+	}
+	// HTTP/3 (--http3, http3.go): the slot's UDP socket, on the TLS port.
+	var quicPC *net.UDPConn
+	if cfg.HTTP3 && tc != nil {
+		if quicPC, err = quicConn(cfg, ln.Addr()); err != nil {
+			log.Error("turnstile: HTTP/3: " + err.Error())
+			return ExitFailed
+		}
+		defer quicPC.Close()
 	}
 
 	kind, err := python.Start(pythonConfig(cfg, program))
@@ -148,6 +159,11 @@ func Run(cfg *config.Config, log *slog.Logger) int {
 	if cfg.LimitRequestFieldSize > srv.MaxHeaderBytes {
 		srv.MaxHeaderBytes = 0 // http1 derives it from the field limit
 	}
+	var h3srv *h3.Server
+	if quicPC != nil {
+		srv.ExtraHeader = append(srv.ExtraHeader, altSvcHeader(cfg, quicPC)...)
+		h3srv = newHTTP3(cfg, tc, &srv, log)
+	}
 
 	// A worker that asks to be replaced (--max-requests, --timeout) drains
 	// from then on: its responses announce the close (RFC 9112 §9.6) and
@@ -163,15 +179,22 @@ func Run(cfg *config.Config, log *slog.Logger) int {
 	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT)
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- srv.Serve(ln) }()
+	if h3srv != nil {
+		go func() {
+			if err := h3srv.Serve(quicPC); err != nil {
+				serveErr <- fmt.Errorf("http3: %w", err)
+			}
+		}()
+	}
 	ready.Store(true)
 	workerReady()
 	if kind == "wsgi" {
 		log.Info(workerMsg("listening"), "addr", ln.Addr().String(), "interface", kind, "blocking_threads", cfg.BlockingThreads,
-			"turnstile_barrier", python.TurnEnabled(), "gil_wait_timing", python.GILWaitTiming(), "http", cfg.HTTP, "tls", tlsconf.Describe(&tlsCfg))
+			"turnstile_barrier", python.TurnEnabled(), "gil_wait_timing", python.GILWaitTiming(), "http", cfg.HTTP, "http3", h3srv != nil, "tls", tlsconf.Describe(&tlsCfg))
 	} else {
 		// The pool's settings do not apply to an ASGI app (its event
 		// loop's are in the "event loop running" record).
-		log.Info(workerMsg("listening"), "addr", ln.Addr().String(), "interface", kind, "http", cfg.HTTP, "tls", tlsconf.Describe(&tlsCfg))
+		log.Info(workerMsg("listening"), "addr", ln.Addr().String(), "interface", kind, "http", cfg.HTTP, "http3", h3srv != nil, "tls", tlsconf.Describe(&tlsCfg))
 	}
 
 	select {
@@ -199,8 +222,19 @@ func Run(cfg *config.Config, log *slog.Logger) int {
 		expire := time.AfterFunc(time.Until(deadline)-margin, wsgiHandler.ExpireQueued)
 		defer expire.Stop()
 	}
+	// HTTP/3 connections get GOAWAY (RFC 9114 §5.2) and are waited for
+	// alongside the TCP ones.
+	h3done := make(chan error, 1)
+	if h3srv != nil {
+		go func() { h3done <- h3srv.Shutdown(ctx) }()
+	} else {
+		h3done <- nil
+	}
 	if err := srv.Shutdown(ctx); err != nil {
 		log.Warn("graceful timeout passed: connections closed", "err", err)
+	}
+	if err := <-h3done; err != nil {
+		log.Warn("graceful timeout passed: HTTP/3 connections closed", "err", err)
 	}
 	stopInterface(deadline)
 	if ownsUDS(cfg) {

@@ -75,7 +75,9 @@ func buildEnviron(b []byte, r *http1.Request, scriptName []byte, scratch *[]byte
 	add(keyPathInfo, nil, path)
 	add(keyQueryString, nil, r.RawQuery)
 	add(keyRawURI, nil, r.Target)
-	if r.ProtoMajor == 2 {
+	if r.ProtoMajor == 3 {
+		add(keyServerProtocol, nil, []byte("HTTP/3"))
+	} else if r.ProtoMajor == 2 {
 		add(keyServerProtocol, nil, []byte("HTTP/2"))
 	} else if r.ProtoMinor == 0 {
 		add(keyServerProtocol, nil, []byte("HTTP/1.0"))
