@@ -22,6 +22,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"turnstile/internal/acme"
 	"turnstile/internal/config"
 	"turnstile/internal/h3"
 	"turnstile/internal/http1"
@@ -95,7 +96,20 @@ func Run(cfg *config.Config, log *slog.Logger) int {
 	if err != nil {
 		log.Error("turnstile: TLS: " + err.Error())
 		return ExitFailed
-	} else if tc != nil {
+	}
+	// --acme-domain (internal/acme): the certificate comes from the CA;
+	// TLS-ALPN-01 challenges are answered by the same listener, which
+	// must serve while Obtain runs (below, once the app is loaded).
+	var acmeMgr *acme.Manager
+	if tc != nil && tlsCfg.ACME {
+		if acmeMgr, err = newACME(cfg, ln.Addr(), log); err != nil {
+			log.Error("turnstile: " + err.Error())
+			return ExitFailed
+		}
+		defer acmeMgr.Stop()
+		acmeMgr.TLSConfig(tc)
+	}
+	if tc != nil {
 		ln = tls.NewListener(ln, tc)
 	}
 	// HTTP/3 (--http3, http3.go): the slot's UDP socket, on the TLS port.
@@ -185,6 +199,12 @@ func Run(cfg *config.Config, log *slog.Logger) int {
 				serveErr <- fmt.Errorf("http3: %w", err)
 			}
 		}()
+	}
+	if acmeMgr != nil {
+		if err := acmeMgr.Obtain(context.Background()); err != nil {
+			log.Error("turnstile: " + err.Error())
+			return ExitFailed
+		}
 	}
 	ready.Store(true)
 	workerReady()
