@@ -248,7 +248,8 @@ func (s *Server) accepted(c *quic.Conn) {
 	if cs == nil {
 		return
 	}
-	cs.h = s.hs.StreamHandler(c.RemoteAddr(), c.LocalAddr(), "https", 3)
+	ts := c.ConnectionState().TLS
+	cs.h = s.hs.StreamHandler(c.RemoteAddr(), c.LocalAddr(), &ts, 3)
 	cs.c = c
 	s.mu.Lock()
 	if cs.state.CompareAndSwap(0, 1) {

@@ -32,7 +32,7 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 		// put in the context.
 		local, _ := r.Context().Value(http.LocalAddrContextKey).(net.Addr)
 		remote, _ := r.Context().Value(http3.RemoteAddrContextKey).(net.Addr)
-		h = s.hs.StreamHandler(remote, local, "https", 3)
+		h = s.hs.StreamHandler(remote, local, r.TLS, 3)
 	}
 	st := &stream{w: w, r: r, rc: http.NewResponseController(w)}
 	head := http1.StreamHead{

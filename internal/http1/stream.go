@@ -2,6 +2,7 @@ package http1
 
 import (
 	"bytes"
+	"crypto/tls"
 	"errors"
 	"io"
 	"net"
@@ -109,15 +110,17 @@ type StreamHandler struct {
 	lim           limits
 	remote, local net.Addr
 	scheme        string
-	proto         int // Request.ProtoMajor: 2 or 3
+	tls           *tls.ConnectionState // Request.TLS
+	proto         int                  // Request.ProtoMajor: 2 or 3
 }
 
 // StreamHandler returns the handler for the streams of one HTTP/3
-// connection (internal/h3) from remote to local: its requests reach
-// Handler with ProtoMajor protoMajor (3) and scheme "https", under the
-// Server's limits (fields, body, MaxConcurrency, timeouts).
-func (s *Server) StreamHandler(remote, local net.Addr, scheme string, protoMajor int) *StreamHandler {
-	return &StreamHandler{s: s, lim: s.limits(), remote: remote, local: local, scheme: scheme, proto: protoMajor}
+// connection (internal/h3) from remote to local with TLS state cs: its
+// requests reach Handler with ProtoMajor protoMajor (3) and scheme
+// "https", under the Server's limits (fields, body, MaxConcurrency,
+// timeouts).
+func (s *Server) StreamHandler(remote, local net.Addr, cs *tls.ConnectionState, protoMajor int) *StreamHandler {
+	return &StreamHandler{s: s, lim: s.limits(), remote: remote, local: local, scheme: "https", tls: cs, proto: protoMajor}
 }
 
 // stream is one HTTP/2 stream seen as a request.
@@ -163,7 +166,10 @@ func (st *stream) serve(h *StreamHandler, bk Stream, head *StreamHead) (reset bo
 	s := h.s
 	st.s, st.lim, st.proto, st.bk, st.head = s, h.lim, h.proto, bk, head
 	st.body = Body{st: st, max: max(s.MaxBodyBytes, 0)}
-	st.req = Request{Body: &st.body, RemoteAddr: h.remote, LocalAddr: h.local, Scheme: h.scheme, addrs: &st.addrs}
+	st.req = Request{Body: &st.body, RemoteAddr: h.remote, LocalAddr: h.local, Scheme: h.scheme, TLS: h.tls, addrs: &st.addrs}
+	if h.tls != nil {
+		st.req.ServerCert = s.TLSServerCert
+	}
 	st.w = ResponseWriter{st: st, req: &st.req, declared: -1}
 	req, w := &st.req, &st.w
 

@@ -7,6 +7,7 @@ import (
 	"context"
 	"crypto/tls"
 	"encoding/json"
+	"encoding/pem"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -166,6 +167,9 @@ func Run(cfg *config.Config, log *slog.Logger) int {
 		srv.ServerHeader = "turnstile"
 	}
 	srv.ExtraHeader, _ = cfg.HeaderBlock() // validated at start
+	if tc != nil && len(tc.Certificates) > 0 {
+		srv.TLSServerCert = pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: tc.Certificates[0].Certificate[0]})
+	}
 	if cfg.HTTP != "1" {
 		srv.HTTP2 = newHTTP2(cfg, log)
 		srv.HTTP2Only = cfg.HTTP == "2"
