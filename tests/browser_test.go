@@ -127,3 +127,67 @@ func TestBrowser_DjangoStaticOverHTTP2(t *testing.T) {
 		t.Errorf("screenshot has %d pixels of the banner colour; want the 416x216 banner (~85000)", n)
 	}
 }
+
+// The browser check over HTTP/3 (issue 25): Chromium forced onto QUIC for
+// the origin loads the Django page and its static stylesheet over h3;
+// the page says so (nextHopProtocol) and so does the access log.
+func TestBrowser_DjangoStaticOverHTTP3(t *testing.T) {
+	browser := chromium(t)
+	binPath(t)
+	pki := newPKI(t)
+	root := t.TempDir()
+	djangoManage(t, []string{"TURNSTILE_TEST_STATIC_ROOT=" + root}, "collectstatic", "--noinput", "-v", "0")
+	s := Start(t, append(pki.TLSArgs(), "--http3", "--access-log", "--static", "/static="+root, djangoApp)...)
+	hostPort := "127.0.0.1" + s.Addr[strings.LastIndexByte(s.Addr, ':'):]
+	url := "https://" + hostPort + "/styled/"
+	spki, err := x509.MarshalPKIXPublicKey(&pki.serverKey.PublicKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := sha256.Sum256(spki)
+	args := []string{"--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
+		"--user-data-dir=" + t.TempDir(),
+		"--ignore-certificate-errors-spki-list=" + base64.StdEncoding.EncodeToString(sum[:]),
+		"--enable-quic", "--origin-to-force-quic-on=" + hostPort,
+		"--virtual-time-budget=10000", "--window-size=800,600", "--dump-dom", url}
+	cmd := exec.Command(browser, args...)
+	var out, errb strings.Builder
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("chromium: %v\n%s", err, errb.String())
+		}
+	case <-time.After(90 * time.Second):
+		cmd.Process.Kill()
+		t.Fatalf("chromium did not finish in 90 s\n%s", errb.String())
+	}
+	dom := out.String()
+	m := resultRE.FindStringSubmatch(dom)
+	if m == nil {
+		t.Fatalf("no result in the page's DOM:\n%s\n%s", dom, errb.String())
+	}
+	var res struct {
+		Background   string `json:"background"`
+		PageProtocol string `json:"page_protocol"`
+		CSSProtocol  string `json:"css_protocol"`
+	}
+	if err := json.Unmarshal([]byte(strings.ReplaceAll(m[1], "&quot;", `"`)), &res); err != nil {
+		t.Fatalf("result %q: %v", m[1], err)
+	}
+	t.Logf("browser saw: %+v", res)
+	if res.Background != "rgb(12, 34, 56)" {
+		t.Errorf("banner background = %q; want rgb(12, 34, 56) from the static stylesheet", res.Background)
+	}
+	if res.PageProtocol != "h3" || res.CSSProtocol != "h3" {
+		t.Errorf("nextHopProtocol: page %q, stylesheet %q; want h3 for both", res.PageProtocol, res.CSSProtocol)
+	}
+	if !strings.Contains(s.Logs(), `"protocol":"HTTP/3.0"`) {
+		t.Errorf("no access record says HTTP/3.0")
+	}
+}

@@ -588,3 +588,14 @@ func vmRSSKB(t testing.TB, pid int) int64 {
 	t.Fatalf("no VmRSS in /proc/%d/status", pid)
 	return 0
 }
+
+// freePort returns a TCP port free at the time of the call.
+func freePort(t *testing.T) int {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port
+}

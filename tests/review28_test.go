@@ -154,23 +154,13 @@ func TestReload_BrokenAtStart(t *testing.T) {
 	}
 }
 
-// freePort is a TCP port on 127.0.0.1 that was free a moment ago.
-func freePort(t *testing.T) string {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return strconv.Itoa(ln.Addr().(*net.TCPAddr).Port)
-}
-
 // --access-logfile - (and --access-log) under --log-level warning: the
 // access records are written, the other INFO records are not (gunicorn's
 // access log does not depend on the log level; issue 28: nothing).
 func TestAccess_LogLevelWarning(t *testing.T) {
 	for _, flag := range []string{"--access-logfile=-", "--access-log"} {
 		t.Run(flag, func(t *testing.T) {
-			port := freePort(t)
+			port := strconv.Itoa(freePort(t))
 			// No "listening" record at WARNING: wait for the port.
 			s, _ := StartAsync(t, "--port", port, "--log-level", "warning", flag, "hello:app")
 			s.Addr, s.URL = "127.0.0.1:"+port, "http://127.0.0.1:"+port

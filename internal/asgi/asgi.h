@@ -54,7 +54,14 @@ enum {
     TS_SC_METHOD = 1, TS_SC_PATH, TS_SC_RAW_PATH, TS_SC_QUERY, TS_SC_ROOT_PATH,
     TS_SC_HTTP_VERSION, TS_SC_CLIENT_HOST, TS_SC_CLIENT_PORT, TS_SC_SERVER_HOST,
     TS_SC_SERVER_PORT, TS_SC_SCHEME,
-    TS_SC_SUBPROTOCOL     /* one per Sec-WebSocket-Protocol token (websocket scope) */
+    TS_SC_SUBPROTOCOL,    /* one per Sec-WebSocket-Protocol token (websocket scope) */
+    /* The tls extension (ASGI TLS extension), on TLS connections only:
+     * TLS_VERSION first (it creates the dict), then the others. */
+    TS_SC_TLS_VERSION,    /* decimal, e.g. 772 (0x0304) */
+    TS_SC_TLS_CIPHER,     /* decimal IANA cipher suite id */
+    TS_SC_TLS_SERVER_CERT, /* PEM; absent: None */
+    TS_SC_TLS_CLIENT_CERT, /* PEM, one per certificate, leaf first */
+    TS_SC_TLS_CLIENT_NAME  /* RFC 4514 subject of the leaf; absent: None */
 };
 #define TS_ENTRY_HDR 8
 

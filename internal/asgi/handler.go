@@ -12,6 +12,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"strconv"
 	"sync"
 	"time"
 	"unsafe"
@@ -370,7 +371,9 @@ func (s *slot) buildScope(r *http1.Request, rootPath string) ([]byte, int) {
 	add(scRawPath, nil, raw)
 	add(scQuery, nil, r.RawQuery)
 	add(scRootPath, nil, []byte(rootPath))
-	if r.ProtoMajor == 2 {
+	if r.ProtoMajor == 3 {
+		add(scHTTPVersion, nil, []byte("3"))
+	} else if r.ProtoMajor == 2 {
 		add(scHTTPVersion, nil, []byte("2"))
 	} else if r.ProtoMinor == 0 {
 		add(scHTTPVersion, nil, []byte("1.0"))
@@ -384,6 +387,24 @@ func (s *slot) buildScope(r *http1.Request, rootPath string) ([]byte, int) {
 	add(scServerPort, nil, ac.LocalPort)
 	if r.Scheme == "https" { // TLS, or a trusted proxy said so (internal/proxy)
 		add(scScheme, nil, []byte("https"))
+	}
+	// The tls extension (ASGI TLS extension): from the connection only,
+	// never from a proxy's headers. client_cert_error is always None:
+	// crypto/tls ends the handshake of a client whose certificate does
+	// not verify, so no request with one arrives.
+	if ts := r.TLS; ts != nil {
+		var num [20]byte
+		add(C.TS_SC_TLS_VERSION, nil, strconv.AppendUint(num[:0], uint64(ts.Version), 10))
+		add(C.TS_SC_TLS_CIPHER, nil, strconv.AppendUint(num[:0], uint64(ts.CipherSuite), 10))
+		if r.ServerCert != nil {
+			add(C.TS_SC_TLS_SERVER_CERT, nil, r.ServerCert)
+		}
+		for _, c := range ts.PeerCertificates {
+			add(C.TS_SC_TLS_CLIENT_CERT, nil, http1.CertPEM(c.Raw))
+		}
+		if len(ts.PeerCertificates) > 0 {
+			add(C.TS_SC_TLS_CLIENT_NAME, nil, []byte(ts.PeerCertificates[0].Subject.String()))
+		}
 	}
 	for i := range r.Header {
 		name := r.Header[i].Name

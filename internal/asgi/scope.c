@@ -17,8 +17,10 @@
 static PyObject *s_type, *s_http, *s_asgi, *asgi_template, *s_http_version,
     *s_method, *s_scheme, *s_path, *s_raw_path, *s_query_string, *s_root_path,
     *s_headers, *s_client, *s_server, *s_state, *s_extensions, *s_http_scheme,
-    *s_v11, *s_v10, *s_v2, *extensions_template;
+    *s_v11, *s_v10, *s_v2, *s_v3, *extensions_template;
 static PyObject *s_https_scheme, *s_wss_scheme;
+static PyObject *s_tls, *s_tls_version, *s_cipher_suite, *s_server_cert, *s_client_cert_chain,
+    *s_client_cert_name, *s_client_cert_error;
 static PyObject *s_websocket, *s_ws_scheme, *s_subprotocols, *ws_asgi_template,
     *ws_extensions_template;
 static PyObject *methods[8];
@@ -64,6 +66,19 @@ untracked(PyObject *t)
     return t;
 }
 
+/* tls_set sets d[k] = v, stealing v (NULL: an error is set). */
+static int
+tls_set(PyObject *d, PyObject *k, PyObject *v)
+{
+    int rc;
+    if (v == NULL) {
+        return -1;
+    }
+    rc = PyDict_SetItem(d, k, v);
+    Py_DECREF(v);
+    return rc;
+}
+
 /* bytes_pair returns the header tuple (name, value), untracked. */
 static PyObject *
 bytes_pair(const char *k, size_t klen, const char *v, size_t vlen)
@@ -95,7 +110,7 @@ ts_build_scope(ts_loop *loop, ts_asgi_slot *s, int websocket)
 {
     PyObject *scope = PyDict_New(), *headers = PyList_New(0), *v;
     PyObject *chost = NULL, *cport = NULL, *shost = NULL, *sport = NULL;
-    PyObject *subprotocols = NULL;
+    PyObject *subprotocols = NULL, *tls = NULL, *chain = NULL, *ext = NULL;
     const char *p = s->req;
     int i, rc = 0;
 
@@ -161,7 +176,7 @@ ts_build_scope(ts_loop *loop, ts_asgi_slot *s, int websocket)
             SET(s_root_path, PyUnicode_DecodeUTF8(val, vlen, "replace"));
             break;
         case TS_SC_HTTP_VERSION:
-            SET(s_http_version, Py_NewRef(vlen == 1 ? s_v2 /* HTTP/2 */
+            SET(s_http_version, Py_NewRef(vlen == 1 ? (val[0] == '3' ? s_v3 : s_v2) /* HTTP/3, HTTP/2 */
                                           : vlen == 3 && val[2] == '0' ? s_v10 : s_v11));
             break;
         case TS_SC_CLIENT_HOST:
@@ -194,6 +209,50 @@ ts_build_scope(ts_loop *loop, ts_asgi_slot *s, int websocket)
                 }
             }
             break;
+        case TS_SC_TLS_VERSION:
+            if (tls == NULL) {
+                chain = PyList_New(0);
+                tls = chain == NULL ? NULL
+                    : Py_BuildValue("{O:O,O:O,O:O,O:O,O:O,O:i}", s_server_cert, Py_None,
+                                    s_client_cert_chain, chain, s_client_cert_name, Py_None,
+                                    s_client_cert_error, Py_None, s_cipher_suite, Py_None,
+                                    s_tls_version, 0);
+                if (tls == NULL) {
+                    goto error;
+                }
+            }
+            if (tls_set(tls, s_tls_version, port_obj(val, vlen)) < 0) {
+                goto error;
+            }
+            break;
+        case TS_SC_TLS_CIPHER:
+            if (tls != NULL && tls_set(tls, s_cipher_suite, port_obj(val, vlen)) < 0) {
+                goto error;
+            }
+            break;
+        case TS_SC_TLS_SERVER_CERT:
+            if (tls != NULL && tls_set(tls, s_server_cert, PyUnicode_DecodeLatin1(val, vlen, NULL)) < 0) {
+                goto error;
+            }
+            break;
+        case TS_SC_TLS_CLIENT_CERT:
+            if (chain != NULL) {
+                PyObject *pem = PyUnicode_DecodeLatin1(val, vlen, NULL);
+                if (pem == NULL) {
+                    goto error;
+                }
+                rc = PyList_Append(chain, pem);
+                Py_DECREF(pem);
+                if (rc < 0) {
+                    goto error;
+                }
+            }
+            break;
+        case TS_SC_TLS_CLIENT_NAME:
+            if (tls != NULL && tls_set(tls, s_client_cert_name, PyUnicode_DecodeUTF8(val, vlen, "replace")) < 0) {
+                goto error;
+            }
+            break;
         default:
             break;
         }
@@ -214,8 +273,15 @@ ts_build_scope(ts_loop *loop, ts_asgi_slot *s, int websocket)
     if (loop->state != NULL) {
         SET(s_state, PyDict_Copy(loop->state));
     }
-    SET(s_extensions, PyDict_Copy(websocket ? ws_extensions_template : extensions_template));
+    ext = PyDict_Copy(websocket ? ws_extensions_template : extensions_template);
+    if (ext == NULL || (tls != NULL && PyDict_SetItem(ext, s_tls, tls) < 0)) {
+        goto error;
+    }
+    SET(s_extensions, Py_NewRef(ext));
 #undef SET
+    Py_DECREF(ext);
+    Py_XDECREF(tls);
+    Py_XDECREF(chain);
     Py_XDECREF(chost);
     Py_XDECREF(cport);
     Py_XDECREF(shost);
@@ -225,6 +291,9 @@ ts_build_scope(ts_loop *loop, ts_asgi_slot *s, int websocket)
     return scope;
 
 error:
+    Py_XDECREF(ext);
+    Py_XDECREF(tls);
+    Py_XDECREF(chain);
     Py_XDECREF(subprotocols);
     Py_XDECREF(chost);
     Py_XDECREF(cport);
@@ -263,6 +332,14 @@ ts_scope_setup(void)
     INTERN(s_v11, "1.1");
     INTERN(s_v10, "1.0");
     INTERN(s_v2, "2");
+    INTERN(s_v3, "3");
+    INTERN(s_tls, "tls");
+    INTERN(s_tls_version, "tls_version");
+    INTERN(s_cipher_suite, "cipher_suite");
+    INTERN(s_server_cert, "server_cert");
+    INTERN(s_client_cert_chain, "client_cert_chain");
+    INTERN(s_client_cert_name, "client_cert_name");
+    INTERN(s_client_cert_error, "client_cert_error");
     INTERN(s_websocket, "websocket");
     INTERN(s_ws_scheme, "ws");
     INTERN(s_https_scheme, "https");

@@ -336,6 +336,29 @@ type Config struct {
 	HTTP2MaxHeadersSize              int           `json:"http2_max_headers_size,omitempty"`
 	HTTP2KeepAliveInterval           time.Duration `json:"http2_keep_alive_interval,omitempty"`
 	HTTP2KeepAliveTimeout            time.Duration `json:"http2_keep_alive_timeout,omitempty"`
+	// ACME (internal/acme): with ACMEDomains the TLS certificate is
+	// obtained and renewed from the ACME CA at ACMECA (verified with the
+	// ACMECARoot PEM bundle when set), for the account ACMEEmail, kept in
+	// ACMEStorage; ACMEChallenge is tls-alpn-01, http-01 or any, HTTP-01
+	// validations come to ACMEHTTPPort; renewal is checked every
+	// ACMERenewCheck.
+	ACMEDomains    []string      `json:"acme_domain,omitempty"`
+	ACMEEmail      string        `json:"acme_email,omitempty"`
+	ACMECA         string        `json:"acme_ca,omitempty"`
+	ACMECARoot     string        `json:"acme_ca_root,omitempty"`
+	ACMEStorage    string        `json:"acme_storage,omitempty"`
+	ACMEChallenge  string        `json:"acme_challenge,omitempty"`
+	ACMEHTTPPort   int           `json:"acme_http_port,omitempty"`
+	ACMERenewCheck time.Duration `json:"acme_renew_check,omitempty"`
+	// HTTP3 serves HTTP/3 on the TLS port over UDP (internal/h3), next to
+	// HTTP/1.1 and HTTP/2 on TCP, whose responses advertise it (Alt-Svc,
+	// for HTTP3AltSvcMaxAge). HTTP3MaxConcurrentStreams bounds the request
+	// streams per connection; above HTTP3RetryAbove handshakes in progress
+	// new ones get a QUIC Retry (0: always).
+	HTTP3                     bool          `json:"http3,omitempty"`
+	HTTP3MaxConcurrentStreams int           `json:"http3_max_concurrent_streams,omitempty"`
+	HTTP3RetryAbove           int           `json:"http3_retry_above,omitempty"`
+	HTTP3AltSvcMaxAge         time.Duration `json:"http3_alt_svc_max_age,omitempty"`
 }
 
 // TLS returns the TLS settings (NextProtos by HTTP).
@@ -348,6 +371,7 @@ func (c *Config) TLS() tlsconf.Config {
 		protos = []string{"h2"}
 	}
 	return tlsconf.Config{
+		ACME:     len(c.ACMEDomains) > 0,
 		CertFile: c.SSLCertFile, KeyFile: c.SSLKeyFile, KeyPassword: c.SSLKeyFilePassword,
 		CAFile: c.SSLCA, ClientVerify: c.SSLClientVerify, MinVersion: c.SSLMinVersion,
 		Ciphers: c.SSLCiphers, NextProtos: protos,
@@ -389,6 +413,39 @@ func (c *Config) validateHTTP(bad func(string, ...any)) {
 	}
 	if c.HTTP2KeepAliveInterval < 0 || c.HTTP2KeepAliveTimeout < 0 {
 		bad("--http2-keep-alive-interval and --http2-keep-alive-timeout must not be negative")
+	}
+	if len(c.ACMEDomains) > 0 {
+		switch c.ACMEChallenge {
+		case "any", "tls-alpn-01", "http-01":
+		default:
+			bad("--acme-challenge %q: want tls-alpn-01, http-01 or any", c.ACMEChallenge)
+		}
+		if c.ACMEHTTPPort < 1 || c.ACMEHTTPPort > 65535 {
+			bad("--acme-http-port %d: want 1..65535", c.ACMEHTTPPort)
+		}
+		if c.ACMERenewCheck <= 0 {
+			bad("--acme-renew-check must be more than 0")
+		}
+		if c.UDS != "" {
+			bad("--acme-domain needs a TCP port (TLS-ALPN-01 validations come to it), not --uds")
+		}
+	}
+	if c.HTTP3 {
+		if c.SSLCertFile == "" && len(c.ACMEDomains) == 0 {
+			bad("--http3 needs TLS: give --ssl-certfile and --ssl-keyfile, or --acme-domain (QUIC is always encrypted)")
+		}
+		if c.UDS != "" {
+			bad("--http3 serves on a UDP port: it cannot go with --uds")
+		}
+		if c.HTTP3MaxConcurrentStreams < 1 {
+			bad("--http3-max-concurrent-streams %d: want at least 1", c.HTTP3MaxConcurrentStreams)
+		}
+		if c.HTTP3RetryAbove < 0 {
+			bad("--http3-retry-above %d: want 0 or more", c.HTTP3RetryAbove)
+		}
+		if c.HTTP3AltSvcMaxAge < time.Second {
+			bad("--http3-alt-svc-max-age %s: want at least 1s", c.HTTP3AltSvcMaxAge)
+		}
 	}
 }
 

@@ -2,6 +2,7 @@ package http1
 
 import (
 	"bytes"
+	"crypto/tls"
 	"net"
 )
 
@@ -22,8 +23,18 @@ type Request struct {
 	RawQuery []byte // after '?', without it; nil if Target has no '?'
 
 	// ProtoMajor and ProtoMinor are 1.0 or 1.1; other versions are
-	// refused with 505 before the handler runs.
+	// refused with 505 before the handler runs. HTTP/2 and HTTP/3
+	// streams (stream.go) are 2.0 and 3.0.
 	ProtoMajor, ProtoMinor int
+
+	// TLS is the connection's TLS state after its handshake (client
+	// certificates, version, cipher suite), nil on a plain connection.
+	// It comes from the connection only, never from a proxy's headers;
+	// shared by the connection's requests: read-only.
+	TLS *tls.ConnectionState
+	// ServerCert is the PEM of the certificate the server sends
+	// (Server.TLSServerCert) when TLS is set; nil when unknown.
+	ServerCert []byte
 
 	Header []Field // in the order received
 	// Host is the Host field value, or the authority of an absolute-form

@@ -151,6 +151,11 @@ type Server struct {
 	// that did not negotiate "h2" by ALPN is closed after the handshake
 	// (RFC 9113 §3.2). It needs HTTP2.
 	HTTP2Only bool
+	// TLSServerCert is the PEM of the server's certificate (leaf only),
+	// given to the requests of TLS connections as Request.ServerCert
+	// (the ASGI tls extension's server_cert). Nil: unknown (certificates
+	// chosen per connection, --acme-domain).
+	TLSServerCert []byte
 	// Logger receives handler failures (500s, panics) at error level and
 	// protocol rejections and client disconnects at debug level. Nil
 	// discards.
@@ -432,8 +437,9 @@ type conn struct {
 	bg      bgRead    // NotifyClose's background read (watch.go)
 	poll    pollState // Presence's socket, found once (watch.go)
 
-	hijacked bool   // the handler took the connection over (hijack.go)
-	scheme   string // "https" on TLS, else ""; copied to each Request
+	hijacked bool                 // the handler took the connection over (hijack.go)
+	scheme   string               // "https" on TLS, else ""; copied to each Request
+	tlsState *tls.ConnectionState // after the handshake; nil on a plain connection; copied to each Request
 }
 
 var (
@@ -761,7 +767,9 @@ func (c *conn) serve() {
 		}
 		tc.SetWriteDeadline(time.Time{})
 		c.scheme = "https"
-		proto := tc.ConnectionState().NegotiatedProtocol
+		cs := tc.ConnectionState()
+		c.tlsState = &cs
+		proto := cs.NegotiatedProtocol
 		if proto == "h2" && c.srv.HTTP2 != nil {
 			c.serveHTTP2()
 			return
@@ -834,7 +842,10 @@ func (c *conn) serve() {
 			c.reject(perr)
 			return
 		}
-		c.req.Scheme = c.scheme
+		c.req.Scheme, c.req.TLS = c.scheme, c.tlsState
+		if c.tlsState != nil {
+			c.req.ServerCert = c.srv.TLSServerCert
+		}
 		if !c.serveRequest() {
 			if !c.hijacked {
 				c.lingerClose()
@@ -1139,7 +1150,7 @@ func (c *conn) serveHTTP2() {
 		p, _ := c.br.Peek(n)
 		nc = &prefixConn{Conn: c.rwc, pre: append([]byte(nil), p...)}
 	}
-	h := &StreamHandler{s: c.srv, lim: c.lim, remote: c.req.RemoteAddr, local: c.req.LocalAddr, scheme: c.scheme}
+	h := &StreamHandler{s: c.srv, lim: c.lim, remote: c.req.RemoteAddr, local: c.req.LocalAddr, scheme: c.scheme, tls: c.tlsState, proto: 2}
 	c.srv.HTTP2.ServeConn(nc, h)
 }
 

@@ -2,6 +2,7 @@ package http1
 
 import (
 	"bytes"
+	"crypto/tls"
 	"errors"
 	"io"
 	"net"
@@ -12,10 +13,12 @@ import (
 	"time"
 )
 
-// HTTP/2 streams as requests.
+// HTTP/2 and HTTP/3 streams as requests.
 //
-// An HTTP/2 connection (Server.HTTP2, internal/h2) calls
-// StreamHandler.ServeStream once per stream, on a goroutine of its own.
+// An HTTP/2 connection (Server.HTTP2, internal/h2) or an HTTP/3 one
+// (internal/h3, with Server.StreamHandler) calls StreamHandler.ServeStream
+// once per stream, on a goroutine of its own; what follows says HTTP/2,
+// and holds for HTTP/3 with ProtoMajor 3 (RFC 9114 §4.2, §4.3).
 // The stream becomes a Request, Body and ResponseWriter of this package
 // whose backend is the Stream instead of the connection's buffers, so
 // every Handler (WSGI, ASGI, static files) serves HTTP/2 unchanged:
@@ -101,18 +104,30 @@ type Stream interface {
 	Done() <-chan struct{}
 }
 
-// StreamHandler serves the streams of one HTTP/2 connection.
+// StreamHandler serves the streams of one HTTP/2 or HTTP/3 connection.
 type StreamHandler struct {
 	s             *Server
 	lim           limits
 	remote, local net.Addr
 	scheme        string
+	tls           *tls.ConnectionState // Request.TLS
+	proto         int                  // Request.ProtoMajor: 2 or 3
+}
+
+// StreamHandler returns the handler for the streams of one HTTP/3
+// connection (internal/h3) from remote to local with TLS state cs: its
+// requests reach Handler with ProtoMajor protoMajor (3) and scheme
+// "https", under the Server's limits (fields, body, MaxConcurrency,
+// timeouts).
+func (s *Server) StreamHandler(remote, local net.Addr, cs *tls.ConnectionState, protoMajor int) *StreamHandler {
+	return &StreamHandler{s: s, lim: s.limits(), remote: remote, local: local, scheme: "https", tls: cs, proto: protoMajor}
 }
 
 // stream is one HTTP/2 stream seen as a request.
 type stream struct {
 	s     *Server
 	lim   limits
+	proto int
 	bk    Stream
 	head  *StreamHead
 	req   Request
@@ -149,9 +164,12 @@ func (h *StreamHandler) ServeStream(bk Stream, head *StreamHead) (reset bool) {
 // must be reset.
 func (st *stream) serve(h *StreamHandler, bk Stream, head *StreamHead) (reset bool) {
 	s := h.s
-	st.s, st.lim, st.bk, st.head = s, h.lim, bk, head
+	st.s, st.lim, st.proto, st.bk, st.head = s, h.lim, h.proto, bk, head
 	st.body = Body{st: st, max: max(s.MaxBodyBytes, 0)}
-	st.req = Request{Body: &st.body, RemoteAddr: h.remote, LocalAddr: h.local, Scheme: h.scheme, addrs: &st.addrs}
+	st.req = Request{Body: &st.body, RemoteAddr: h.remote, LocalAddr: h.local, Scheme: h.scheme, TLS: h.tls, addrs: &st.addrs}
+	if h.tls != nil {
+		st.req.ServerCert = s.TLSServerCert
+	}
 	st.w = ResponseWriter{st: st, req: &st.req, declared: -1}
 	req, w := &st.req, &st.w
 
@@ -233,7 +251,7 @@ func (st *stream) build() *protoError {
 		return errMethod
 	}
 	r.Method = hd.Method
-	r.ProtoMajor, r.ProtoMinor = 2, 0
+	r.ProtoMajor, r.ProtoMinor = st.proto, 0
 	target := hd.Path
 	if len(target) > lim.reqLine {
 		return errLineTooLong

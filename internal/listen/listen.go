@@ -13,6 +13,8 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+
+	"golang.org/x/sys/unix"
 )
 
 // Bind binds a TCP (host:port) or Unix (uds, when not empty) listener with
@@ -99,4 +101,62 @@ func Admin(bind string) (net.Listener, error) {
 		return nil, fmt.Errorf("listen: admin listener %s: %w", bind, err)
 	}
 	return ln, nil
+}
+
+// BindUDP binds a UDP socket on host:port for QUIC (HTTP/3) with
+// SO_REUSEPORT, so that several can share the port as one reuseport
+// group: the kernel hands each datagram to one of them by a hash of its
+// source and destination addresses and ports, the same socket for every
+// datagram of one client address as long as the group does not change.
+// The master binds one per worker slot (internal/supervise), a lone
+// server one. The socket is close-on-exec; the caller owns the file.
+func BindUDP(host string, port int) (*os.File, error) {
+	ips, err := net.LookupIP(host)
+	if err != nil || len(ips) == 0 {
+		return nil, fmt.Errorf("listen: cannot resolve host %q: %v", host, err)
+	}
+	ip := ips[0]
+	family, sa := syscall.AF_INET, syscall.Sockaddr(nil)
+	if ip4 := ip.To4(); ip4 != nil {
+		a := &syscall.SockaddrInet4{Port: port}
+		copy(a.Addr[:], ip4)
+		sa = a
+	} else {
+		family = syscall.AF_INET6
+		a := &syscall.SockaddrInet6{Port: port}
+		copy(a.Addr[:], ip.To16())
+		sa = a
+	}
+	addr := net.JoinHostPort(host, strconv.Itoa(port))
+	fd, err := syscall.Socket(family, syscall.SOCK_DGRAM|syscall.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return nil, fmt.Errorf("listen: udp socket: %w", err)
+	}
+	if err := syscall.SetsockoptInt(fd, syscall.SOL_SOCKET, unix.SO_REUSEPORT, 1); err != nil {
+		syscall.Close(fd)
+		return nil, fmt.Errorf("listen: SO_REUSEPORT: %w", err)
+	}
+	if err := syscall.Bind(fd, sa); err != nil {
+		syscall.Close(fd)
+		return nil, fmt.Errorf("listen: bind udp %s: %w", addr, err)
+	}
+	return os.NewFile(uintptr(fd), "quic"), nil
+}
+
+// PacketConn returns the UDP socket f (BindUDP's, or inherited at
+// workerctl.QUICFD) as a *net.UDPConn over a close-on-exec dup; f itself
+// is closed.
+func PacketConn(f *os.File) (*net.UDPConn, error) {
+	fd := f.Fd()
+	pc, err := net.FilePacketConn(f)
+	f.Close()
+	if err != nil {
+		return nil, fmt.Errorf("listen: udp socket (fd %d): %w", fd, err)
+	}
+	uc, ok := pc.(*net.UDPConn)
+	if !ok {
+		pc.Close()
+		return nil, fmt.Errorf("listen: fd %d is not a UDP socket", fd)
+	}
+	return uc, nil
 }

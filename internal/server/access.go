@@ -45,6 +45,8 @@ func logAccess(log *slog.Logger, r *http1.Request, status int, bytes int64, d ti
 // protocol is the request's protocol as access logs write it.
 func protocol(r *http1.Request) string {
 	switch {
+	case r.ProtoMajor == 3:
+		return "HTTP/3.0"
 	case r.ProtoMajor == 2:
 		return "HTTP/2.0"
 	case r.ProtoMajor == 1 && r.ProtoMinor == 0:

@@ -75,6 +75,7 @@ func newMetrics(srv *http1.Server) *metrics {
 		gateCounter("turnstile_gate_deferred_accepts_total", "Accepts this worker deferred to let a less loaded worker take the connection.",
 			func(g *gate) int64 { return g.deferred.Load() }),
 	)
+	m.reg.MustRegister(h3Collectors()...)
 	for i, k := range kindNames {
 		i := i
 		m.reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{

@@ -7,6 +7,7 @@ import (
 	"context"
 	"crypto/tls"
 	"encoding/json"
+	"encoding/pem"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -22,7 +23,9 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"turnstile/internal/acme"
 	"turnstile/internal/config"
+	"turnstile/internal/h3"
 	"turnstile/internal/http1"
 	"turnstile/internal/listen"
 	"turnstile/internal/python"
@@ -89,11 +92,34 @@ func Run(cfg *config.Config, log *slog.Logger) int {
 	// reader); the files are read here, so a rolling restart (SIGHUP)
 	// serves renewed certificates.
 	tlsCfg := cfg.TLS()
-	if tc, err := tlsconf.Load(&tlsCfg); err != nil {
+	tc, err := tlsconf.Load(&tlsCfg)
+	if err != nil {
 		log.Error("turnstile: TLS: " + err.Error())
 		return ExitFailed
-	} else if tc != nil {
+	}
+	// --acme-domain (internal/acme): the certificate comes from the CA;
+	// TLS-ALPN-01 challenges are answered by the same listener, which
+	// must serve while Obtain runs (below, once the app is loaded).
+	var acmeMgr *acme.Manager
+	if tc != nil && tlsCfg.ACME {
+		if acmeMgr, err = newACME(cfg, ln.Addr(), log); err != nil {
+			log.Error("turnstile: " + err.Error())
+			return ExitFailed
+		}
+		defer acmeMgr.Stop()
+		acmeMgr.TLSConfig(tc)
+	}
+	if tc != nil {
 		ln = tls.NewListener(ln, tc)
+	}
+	// HTTP/3 (--http3, http3.go): the slot's UDP socket, on the TLS port.
+	var quicPC *net.UDPConn
+	if cfg.HTTP3 && tc != nil {
+		if quicPC, err = quicConn(cfg, ln.Addr()); err != nil {
+			log.Error("turnstile: HTTP/3: " + err.Error())
+			return ExitFailed
+		}
+		defer quicPC.Close()
 	}
 
 	kind, err := python.Start(pythonConfig(cfg, program))
@@ -147,12 +173,20 @@ func Run(cfg *config.Config, log *slog.Logger) int {
 		srv.ServerHeader = "turnstile"
 	}
 	srv.ExtraHeader, _ = cfg.HeaderBlock() // validated at start
+	if tc != nil && len(tc.Certificates) > 0 {
+		srv.TLSServerCert = pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: tc.Certificates[0].Certificate[0]})
+	}
 	if cfg.HTTP != "1" {
 		srv.HTTP2 = newHTTP2(cfg, log)
 		srv.HTTP2Only = cfg.HTTP == "2"
 	}
 	if cfg.LimitRequestFieldSize > srv.MaxHeaderBytes {
 		srv.MaxHeaderBytes = 0 // http1 derives it from the field limit
+	}
+	var h3srv *h3.Server
+	if quicPC != nil {
+		srv.ExtraHeader = append(srv.ExtraHeader, altSvcHeader(cfg, quicPC)...)
+		h3srv = newHTTP3(cfg, tc, &srv, log)
 	}
 
 	// A worker that asks to be replaced (--max-requests, --timeout) drains
@@ -169,15 +203,28 @@ func Run(cfg *config.Config, log *slog.Logger) int {
 	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT)
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- srv.Serve(ln) }()
+	if h3srv != nil {
+		go func() {
+			if err := h3srv.Serve(quicPC); err != nil {
+				serveErr <- fmt.Errorf("http3: %w", err)
+			}
+		}()
+	}
+	if acmeMgr != nil {
+		if err := acmeMgr.Obtain(context.Background()); err != nil {
+			log.Error("turnstile: " + err.Error())
+			return ExitFailed
+		}
+	}
 	ready.Store(true)
 	workerReady()
 	if len(ifc.Pools()) > 0 {
 		log.Info(workerMsg("listening"), "addr", ln.Addr().String(), "interface", kind, "blocking_threads", cfg.BlockingThreads,
-			"turnstile_barrier", python.TurnEnabled(), "gil_wait_timing", python.GILWaitTiming(), "http", cfg.HTTP, "tls", tlsconf.Describe(&tlsCfg))
+			"turnstile_barrier", python.TurnEnabled(), "gil_wait_timing", python.GILWaitTiming(), "http", cfg.HTTP, "http3", h3srv != nil, "tls", tlsconf.Describe(&tlsCfg))
 	} else {
 		// The pool's settings do not apply to an app on a loop (ASGI: its
 		// event loop's are in the "event loop running" record).
-		log.Info(workerMsg("listening"), "addr", ln.Addr().String(), "interface", kind, "http", cfg.HTTP, "tls", tlsconf.Describe(&tlsCfg))
+		log.Info(workerMsg("listening"), "addr", ln.Addr().String(), "interface", kind, "http", cfg.HTTP, "http3", h3srv != nil, "tls", tlsconf.Describe(&tlsCfg))
 	}
 
 	select {
@@ -203,11 +250,22 @@ func Run(cfg *config.Config, log *slog.Logger) int {
 	margin := min(cfg.GracefulTimeout/10, 500*time.Millisecond)
 	expire := time.AfterFunc(time.Until(deadline)-margin, ifc.ExpireQueued)
 	defer expire.Stop()
+	// HTTP/3 connections get GOAWAY (RFC 9114 §5.2) and are waited for
+	// alongside the TCP ones.
+	h3done := make(chan error, 1)
+	if h3srv != nil {
+		go func() { h3done <- h3srv.Shutdown(ctx) }()
+	} else {
+		h3done <- nil
+	}
 	if err := srv.Shutdown(ctx); errors.Is(err, context.DeadlineExceeded) {
 		log.Warn("graceful timeout passed with requests still running: their connections closed",
 			"graceful_timeout", cfg.GracefulTimeout.String())
 	} else if err != nil {
 		log.Warn("graceful stop: connections closed", "err", err)
+	}
+	if err := <-h3done; err != nil {
+		log.Warn("graceful timeout passed: HTTP/3 connections closed", "err", err)
 	}
 	stopInterface(deadline)
 	if ownsUDS(cfg) {

@@ -128,9 +128,10 @@ type Master struct {
 	exe  string
 	args []string
 
-	addr      string   // the listener's address, as logged
-	lnFile    *os.File // the listening socket as passed to workers (fd 3); nil once closed
-	activated bool     // lnFile came from systemd (socket activation): never unlinked or filtered
+	addr      string           // the listener's address, as logged
+	lnFile    *os.File         // the listening socket as passed to workers (fd 3); nil once closed
+	quic      map[int]*os.File // --http3: each worker slot's UDP socket (fd 5, quic.go)
+	activated bool             // lnFile came from systemd (socket activation): never unlinked or filtered
 	cred      *syscall.Credential
 	reloading bool   // a SIGHUP/--reload rolling restart runs: READY=1 when it ends
 	dir       string // worker admin sockets; "" when the admin listener is off
@@ -408,6 +409,7 @@ func (m *Master) cleanup() {
 		m.lnFile.Close()
 		m.lnFile = nil
 	}
+	m.closeQUIC(0)
 	if m.cfg.UDS != "" && m.addr != "" && !m.activated {
 		os.Remove(m.cfg.UDS)
 	}
@@ -543,6 +545,7 @@ func (m *Master) onSignal(sig os.Signal) {
 			m.drain(p)
 		}
 		delete(m.slots, id)
+		m.closeQUIC(id)
 		if r := m.replacing; r != nil && r.id == id {
 			m.drain(r)
 		}
@@ -570,6 +573,7 @@ func (m *Master) stopAll(sig syscall.Signal) {
 		m.lnFile.Close()
 		m.lnFile = nil
 	}
+	m.closeQUIC(0)
 	for p := range m.procs {
 		if sig == syscall.SIGKILL {
 			p.signal(syscall.SIGKILL)

@@ -242,7 +242,15 @@ func (m *Master) spawn(id int, cause string) (*proc, error) {
 	// worker sets its short name (comm) itself (server.setProcessName).
 	cmd.Args[0] = fmt.Sprintf("turnstile: worker %d [%s]", id, m.cfg.App)
 	cmd.Env = append(childEnv(workerEnv()), workerctl.Env(id, p.admin)...)
-	cmd.ExtraFiles = workerctl.ExtraFiles(m.lnFile, ctlW)
+	quic, err := m.quicFile(id)
+	if err != nil {
+		ctlR.Close()
+		ctlW.Close()
+		errR.Close()
+		errW.Close()
+		return nil, err
+	}
+	cmd.ExtraFiles = workerctl.ExtraFiles(m.lnFile, ctlW, quic)
 	cmd.Stdout, cmd.Stderr = errW, errW
 	cmd.SysProcAttr = &syscall.SysProcAttr{
 		// Its own process group: a Ctrl-C in a terminal reaches the

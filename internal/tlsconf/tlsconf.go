@@ -32,6 +32,10 @@ const (
 // Config is the TLS part of the configuration. The zero value means no
 // TLS (Enabled reports false).
 type Config struct {
+	// ACME: the certificate comes from an ACME CA (--acme-domain,
+	// internal/acme), which sets GetCertificate on what Load returns;
+	// CertFile and KeyFile must be empty.
+	ACME bool
 	// CertFile is a PEM file with the server certificate followed by its
 	// intermediates (--ssl-certfile). Required for TLS.
 	CertFile string
@@ -59,8 +63,9 @@ type Config struct {
 	NextProtos []string
 }
 
-// Enabled reports whether TLS is configured (a certificate is given).
-func (c *Config) Enabled() bool { return c.CertFile != "" || c.KeyFile != "" }
+// Enabled reports whether TLS is configured (a certificate is given, or
+// obtained by ACME).
+func (c *Config) Enabled() bool { return c.ACME || c.CertFile != "" || c.KeyFile != "" }
 
 // Check validates the settings without reading files.
 func (c *Config) Check() error {
@@ -73,7 +78,11 @@ func (c *Config) Check() error {
 		}
 		return nil
 	}
-	if c.CertFile == "" || c.KeyFile == "" {
+	if c.ACME {
+		if c.CertFile != "" || c.KeyFile != "" || c.KeyPassword != "" {
+			return errors.New("--acme-domain obtains the certificate: leave out --ssl-certfile, --ssl-keyfile and --ssl-keyfile-password")
+		}
+	} else if c.CertFile == "" || c.KeyFile == "" {
 		return errors.New("TLS needs both --ssl-certfile and --ssl-keyfile")
 	}
 	switch c.ClientVerify {
@@ -137,36 +146,57 @@ func Load(c *Config) (*tls.Config, error) {
 	if err := c.Check(); err != nil {
 		return nil, err
 	}
-	certPEM, err := os.ReadFile(c.CertFile)
-	if err != nil {
-		return nil, fmt.Errorf("--ssl-certfile: %w", err)
-	}
-	keyPEM, err := os.ReadFile(c.KeyFile)
-	if err != nil {
-		return nil, fmt.Errorf("--ssl-keyfile: %w", err)
-	}
-	keyPEM, err = decryptKey(keyPEM, c.KeyPassword)
-	if err != nil {
-		return nil, fmt.Errorf("--ssl-keyfile %s: %w", c.KeyFile, err)
-	}
-	cert, err := tls.X509KeyPair(certPEM, keyPEM)
-	if err != nil {
-		return nil, fmt.Errorf("--ssl-certfile %s / --ssl-keyfile %s: %w", c.CertFile, c.KeyFile, err)
+	var certs []tls.Certificate
+	if !c.ACME {
+		cert, err := loadCert(c)
+		if err != nil {
+			return nil, err
+		}
+		certs = append(certs, cert)
 	}
 	mv, _ := minVersion(c.MinVersion)
 	suites := DefaultCipherSuites
 	if c.Ciphers != "" {
 		suites, _, _ = ParseCiphers(c.Ciphers) // checked by Check
-		if err := checkSuitesForKey(c, suites, &cert); err != nil {
-			return nil, err
+		if len(certs) > 0 {
+			if err := checkSuitesForKey(c, suites, &certs[0]); err != nil {
+				return nil, err
+			}
 		}
 	}
 	tc := &tls.Config{
-		Certificates: []tls.Certificate{cert},
+		Certificates: certs,
 		MinVersion:   mv,
 		CipherSuites: suites,
 		NextProtos:   c.NextProtos,
 	}
+	return finish(c, tc)
+}
+
+// loadCert reads CertFile and KeyFile.
+func loadCert(c *Config) (tls.Certificate, error) {
+	var none tls.Certificate
+	certPEM, err := os.ReadFile(c.CertFile)
+	if err != nil {
+		return none, fmt.Errorf("--ssl-certfile: %w", err)
+	}
+	keyPEM, err := os.ReadFile(c.KeyFile)
+	if err != nil {
+		return none, fmt.Errorf("--ssl-keyfile: %w", err)
+	}
+	keyPEM, err = decryptKey(keyPEM, c.KeyPassword)
+	if err != nil {
+		return none, fmt.Errorf("--ssl-keyfile %s: %w", c.KeyFile, err)
+	}
+	cert, err := tls.X509KeyPair(certPEM, keyPEM)
+	if err != nil {
+		return none, fmt.Errorf("--ssl-certfile %s / --ssl-keyfile %s: %w", c.CertFile, c.KeyFile, err)
+	}
+	return cert, nil
+}
+
+// finish adds client authentication to tc.
+func finish(c *Config, tc *tls.Config) (*tls.Config, error) {
 	switch c.ClientVerify {
 	case VerifyOptional:
 		tc.ClientAuth = tls.VerifyClientCertIfGiven
@@ -254,6 +284,9 @@ func Describe(c *Config) string {
 		cv = VerifyNone
 	}
 	d := "TLS>=" + mv + " alpn=" + strings.Join(c.NextProtos, ",") + " client-verify=" + cv
+	if c.ACME {
+		d += " cert=acme"
+	}
 	if c.Ciphers != "" {
 		if ids, skipped, err := ParseCiphers(c.Ciphers); err == nil {
 			names := make([]string, len(ids))

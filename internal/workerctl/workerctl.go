@@ -12,7 +12,8 @@
 //     the settings the master read from its environment and --config
 //     file travel in internal/cliconf's EnvSettings;
 //   - the shared listening socket as ListenerFD and the write end of the
-//     control pipe as ControlFD (ExtraFiles);
+//     control pipe as ControlFD (ExtraFiles); under --http3, its slot's
+//     UDP socket as QUICFD;
 //   - stdout and stderr on a pipe the master forwards to its log.
 //
 // The worker writes one Msg per line on ControlFD (Encode); the master
@@ -56,6 +57,16 @@ const (
 	// ControlFD is the write end of the worker's control pipe to the
 	// master: one Msg per line.
 	ControlFD = 4
+	// QUICFD is the UDP socket the worker serves HTTP/3 on, under
+	// --http3 only: the one of its worker slot (id) in a reuseport group
+	// of one socket per slot, all bound by the master to the TLS port
+	// (listen.BindUDP). The kernel hashes a datagram's addresses and
+	// ports to one socket of the group, so every datagram of one QUIC
+	// connection reaches the same slot (as long as the client's address
+	// does not change), and a respawned or replacing worker of that slot
+	// takes over its socket, and the group never changes under the
+	// connections of the other slots.
+	QUICFD = 5
 )
 
 // StopGrace is how long past --graceful-timeout a stopping worker still
@@ -90,11 +101,15 @@ func IsEnv(kv string) bool {
 
 // ExtraFiles returns the files a worker inherits, for exec.Cmd.ExtraFiles
 // (whose entry i becomes fd 3+i): listener as ListenerFD and control (the
-// control pipe's write end) as ControlFD.
-func ExtraFiles(listener, control *os.File) []*os.File {
+// control pipe's write end) as ControlFD, and quic (nil: none, no
+// --http3) as QUICFD.
+func ExtraFiles(listener, control, quic *os.File) []*os.File {
 	files := make([]*os.File, max(ListenerFD, ControlFD)-2)
 	files[ListenerFD-3] = listener
 	files[ControlFD-3] = control
+	if quic != nil {
+		files = append(files, quic) // QUICFD
+	}
 	return files
 }
 

@@ -122,8 +122,12 @@ func TestEnv(t *testing.T) {
 
 func TestExtraFiles(t *testing.T) {
 	ln, ctl := os.NewFile(100, "listener"), os.NewFile(101, "control")
-	files := ExtraFiles(ln, ctl)
+	files := ExtraFiles(ln, ctl, nil)
 	if files[ListenerFD-3] != ln || files[ControlFD-3] != ctl || len(files) != 2 {
 		t.Errorf("ExtraFiles = %v; want the listener at fd %d, the control pipe at fd %d", files, ListenerFD, ControlFD)
+	}
+	q := os.NewFile(102, "quic")
+	if files := ExtraFiles(ln, ctl, q); len(files) != 3 || files[QUICFD-3] != q {
+		t.Errorf("ExtraFiles with quic = %v; want the UDP socket at fd %d", files, QUICFD)
 	}
 }

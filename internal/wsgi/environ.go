@@ -2,9 +2,11 @@ package wsgi
 
 import (
 	"strconv"
+	"strings"
 
 	"turnstile/internal/http1"
 	"turnstile/internal/reqblock"
+	"turnstile/internal/tlsconf"
 )
 
 // environ keys known by id: C interns each once (ts_wsgi_setup) and the
@@ -75,7 +77,9 @@ func buildEnviron(b []byte, r *http1.Request, scriptName []byte, scratch *[]byte
 	add(keyPathInfo, nil, path)
 	add(keyQueryString, nil, r.RawQuery)
 	add(keyRawURI, nil, r.Target)
-	if r.ProtoMajor == 2 {
+	if r.ProtoMajor == 3 {
+		add(keyServerProtocol, nil, []byte("HTTP/3"))
+	} else if r.ProtoMajor == 2 {
 		add(keyServerProtocol, nil, []byte("HTTP/2"))
 	} else if r.ProtoMinor == 0 {
 		add(keyServerProtocol, nil, []byte("HTTP/1.0"))
@@ -93,6 +97,31 @@ func buildEnviron(b []byte, r *http1.Request, scriptName []byte, scratch *[]byte
 	https := r.Scheme == "https"
 	if https {
 		add(keyURLScheme, nil, []byte("https"))
+	}
+
+	// TLS, as mod_ssl names it (Apache's "SSLOptions +StdEnvVars
+	// +ExportCertData"; DNs in RFC 4514 form, as mod_ssl without
+	// LegacyDNStringFormat): from the connection only, never from a
+	// proxy's headers.
+	if ts := r.TLS; ts != nil {
+		add(0, []byte("HTTPS"), []byte("on"))
+		add(0, []byte("SSL_PROTOCOL"), []byte(http1.TLSVersionName(ts.Version)))
+		add(0, []byte("SSL_CIPHER"), []byte(tlsconf.CipherName(ts.CipherSuite)))
+		if r.ServerCert != nil {
+			add(0, []byte("SSL_SERVER_CERT"), r.ServerCert)
+		}
+		if pc := ts.PeerCertificates; len(pc) > 0 {
+			add(0, []byte("SSL_CLIENT_VERIFY"), []byte("SUCCESS"))
+			add(0, []byte("SSL_CLIENT_CERT"), http1.CertPEM(pc[0].Raw))
+			add(0, []byte("SSL_CLIENT_S_DN"), []byte(pc[0].Subject.String()))
+			add(0, []byte("SSL_CLIENT_I_DN"), []byte(pc[0].Issuer.String()))
+			add(0, []byte("SSL_CLIENT_M_SERIAL"), []byte(strings.ToUpper(pc[0].SerialNumber.Text(16))))
+			for i, c := range pc[1:] {
+				add(0, []byte("SSL_CLIENT_CERT_CHAIN_"+strconv.Itoa(i)), http1.CertPEM(c.Raw))
+			}
+		} else {
+			add(0, []byte("SSL_CLIENT_VERIFY"), []byte("NONE"))
+		}
 	}
 
 	// SERVER_NAME and SERVER_PORT from Host (its port, else the scheme's
