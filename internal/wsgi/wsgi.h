@@ -26,10 +26,9 @@ enum {
     TS_WSGI_FILE = 3     /* send file_fd[file_offset, +file_count] after the head */
 };
 
-/* One environ entry in the request block:
- *   uint16 key_id (0 = custom key follows), uint16 key_len, uint32 val_len,
- *   key bytes, value bytes. Keys and values are latin-1 (PEP 3333). */
-#define TS_ENTRY_HDR 8
+/* The request block (tspy.h, ts_entry_next): an entry's id is an environ
+ * key's (ts_wsgi_register_keys) or 0 with the key; keys and values are
+ * latin-1 (PEP 3333). */
 
 typedef struct ts_wsgi_job {
     ts_job base;
