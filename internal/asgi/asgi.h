@@ -131,6 +131,13 @@ uint32_t ts_asgi_begin(struct ts_loop *loop, ts_asgi_slot *s);
  * (stopping, or out of memory). */
 int ts_asgi_push(struct ts_loop *loop, int type, ts_asgi_slot *s, uint32_t gen, const char *data, size_t len,
                  int more);
+/* Go: describe the request block Go copied into s->req (req_len bytes:
+ * nentries entries, then body_len prefetched body bytes at body_off;
+ * body_done: they are the whole body; ws_max_queue: TS_EV_WS_NEW only)
+ * and push type (TS_EV_NEW or TS_EV_WS_NEW): one cgo call. Returns as
+ * ts_asgi_push. */
+int ts_asgi_push_new(struct ts_loop *loop, int type, ts_asgi_slot *s, uint32_t gen, size_t req_len, int nentries,
+                     size_t body_off, size_t body_len, int body_done, int ws_max_queue);
 /* Go: take the pending output and flags under the lock. */
 void ts_asgi_take(ts_asgi_slot *s, ts_asgi_take_result *r);
 /* Go: the taken output is written; push DRAINED if the loop waits. */

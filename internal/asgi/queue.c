@@ -153,6 +153,23 @@ ts_asgi_push(ts_loop *loop, int type, ts_asgi_slot *s, uint32_t gen, const char 
     return 0;
 }
 
+int
+ts_asgi_push_new(ts_loop *loop, int type, ts_asgi_slot *s, uint32_t gen, size_t req_len, int nentries,
+                 size_t body_off, size_t body_len, int body_done, int ws_max_queue)
+{
+    /* Unlocked: the loop reads these only after it took the event, and
+     * the queue's mutex orders the two. */
+    s->req_len = req_len;
+    s->nentries = nentries;
+    s->body_off = body_off;
+    s->body_len = body_len;
+    s->body_done = body_done;
+    if (type == TS_EV_WS_NEW) {
+        s->ws_max_queue = ws_max_queue;
+    }
+    return ts_asgi_push(loop, type, s, gen, NULL, 0, 0);
+}
+
 void
 ts_asgi_take(ts_asgi_slot *s, ts_asgi_take_result *r)
 {
