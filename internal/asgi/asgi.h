@@ -1,7 +1,6 @@
 /* asgi.h: the ASGI bridge's declarations, shared by its C files and the
  * Go handler (handler goroutines):
  *
- *   wakeq.c      the list + eventfd + need_wake hand-off (both directions)
  *   queue.c      request slots, the loop queue's Go side, the ready list
  *   channel.c    Channel: the loop's handle on a request (head, body, end)
  *   send.c       send(): the Channel as the app's HTTP send callable
@@ -49,7 +48,8 @@ enum {
 };
 #define TS_WS_RECORD_HDR 5
 
-/* Scope entry ids in the request block (reqblock layout, TS_ENTRY_HDR). */
+/* Scope entry ids in the request block (tspy.h, ts_entry_next); id 0 is
+ * a header (name, value). */
 enum {
     TS_SC_METHOD = 1, TS_SC_PATH, TS_SC_RAW_PATH, TS_SC_QUERY, TS_SC_ROOT_PATH,
     TS_SC_HTTP_VERSION, TS_SC_CLIENT_HOST, TS_SC_CLIENT_PORT, TS_SC_SERVER_HOST,
@@ -63,7 +63,6 @@ enum {
     TS_SC_TLS_CLIENT_CERT, /* PEM, one per certificate, leaf first */
     TS_SC_TLS_CLIENT_NAME  /* RFC 4514 subject of the leaf; absent: None */
 };
-#define TS_ENTRY_HDR 8
 
 /* What Go learns from ts_asgi_take, copied under the slot lock. */
 typedef struct ts_asgi_take_result {
@@ -83,44 +82,12 @@ typedef struct ts_asgi_take_result {
     int ws_resume;        /* WebSocket: the app consumed enough, read on */
 } ts_asgi_take_result;
 
-/* ts_wakeq: a list handed from producers to one consumer that sleeps on
- * an eventfd, which a producer writes only when the consumer has armed
- * need_wake (wakeq.c, the protocol). Items link through a ts_wq_node. */
-typedef struct ts_wq_node {
-    struct ts_wq_node *next;
-} ts_wq_node;
-
-typedef struct ts_wakeq {
-    pthread_mutex_t mu;       /* guards head and tail */
-    ts_wq_node *head, *tail;
-    int fd;                   /* eventfd, non-blocking; -1 before init */
-    _Atomic int need_wake;    /* the consumer is (about to be) asleep */
-} ts_wakeq;
-
-/* ts_wakeq_init makes q empty with a fresh eventfd. 0, or -1 with errno. */
-int ts_wakeq_init(ts_wakeq *q);
-/* ts_wakeq_append_locked appends n; q->mu held. Then unlock and call
- * ts_wakeq_wake. */
-void ts_wakeq_append_locked(ts_wakeq *q, ts_wq_node *n);
-/* ts_wakeq_wake writes the eventfd if the consumer armed need_wake. */
-void ts_wakeq_wake(ts_wakeq *q);
-/* ts_wakeq_push appends n and wakes the consumer. Any thread. */
-void ts_wakeq_push(ts_wakeq *q, ts_wq_node *n);
-/* ts_wakeq_take unlinks up to max items (max < 0: all) and returns them
- * as a NULL-terminated chain, oldest first, or NULL. Consumer only. */
-ts_wq_node *ts_wakeq_take(ts_wakeq *q, int max);
-/* ts_wakeq_arm arms need_wake and re-checks the list: 1 when the consumer
- * may sleep on the eventfd (the list was empty, or a producer already took
- * the flag and wrote the eventfd), 0 when it must take again (an item
- * came, and the flag was taken back before any producer saw it). */
-int ts_wakeq_arm(ts_wakeq *q);
-
 struct ts_loop;
 
 typedef struct ts_asgi_slot {
     int index;
     int ready;                /* on its loop's ready list (loop -> Go); __atomic */
-    ts_wq_node ready_link;    /* owned by the ready list while ready is set */
+    ts_wakenode ready_link;   /* owned by the ready list while ready is set */
     struct ts_loop *loop;     /* the loop serving the request; set by ts_asgi_begin */
     pthread_mutex_t mu;       /* guards everything below except req */
     uint32_t gen;             /* bumped by Go for each request */
@@ -162,8 +129,8 @@ typedef struct ts_asgi_slot {
 } ts_asgi_slot;
 
 ts_asgi_slot *ts_asgi_slot_new(int index);
-/* Go's dispatcher of loop: take up to max listed slots' indexes (queue.c). */
-int ts_asgi_ready_take(struct ts_loop *loop, int *index, int max, int *armed);
+/* The ready list's id_of (queue.c): unlists the slot, returns its index. */
+uintptr_t ts_asgi_ready_id(ts_wakenode *n);
 int ts_asgi_reserve(ts_asgi_slot *s, size_t need);
 /* Go: start a request on loop on a slot it holds (refs = 2). Returns the new gen. */
 uint32_t ts_asgi_begin(struct ts_loop *loop, ts_asgi_slot *s);
@@ -171,6 +138,13 @@ uint32_t ts_asgi_begin(struct ts_loop *loop, ts_asgi_slot *s);
  * (stopping, or out of memory). */
 int ts_asgi_push(struct ts_loop *loop, int type, ts_asgi_slot *s, uint32_t gen, const char *data, size_t len,
                  int more);
+/* Go: describe the request block Go copied into s->req (req_len bytes:
+ * nentries entries, then body_len prefetched body bytes at body_off;
+ * body_done: they are the whole body; ws_max_queue: TS_EV_WS_NEW only)
+ * and push type (TS_EV_NEW or TS_EV_WS_NEW): one cgo call. Returns as
+ * ts_asgi_push. */
+int ts_asgi_push_new(struct ts_loop *loop, int type, ts_asgi_slot *s, uint32_t gen, size_t req_len, int nentries,
+                     size_t body_off, size_t body_len, int body_done, int ws_max_queue);
 /* Go: take the pending output and flags under the lock. */
 void ts_asgi_take(ts_asgi_slot *s, ts_asgi_take_result *r);
 /* Go: the taken output is written; push DRAINED if the loop waits. */
@@ -238,9 +212,13 @@ typedef struct ts_loop {
     uintptr_t handle;         /* Go's cgo.Handle of its *asgi.Loop (exports.go) */
     ts_loop_config cfg;
     size_t write_buffer;      /* cfg's, or 256 KiB */
-    ts_wakeq queue;           /* Go -> loop: ts_event items (queue.c) */
-    int stopping;             /* guarded by queue.mu: TS_EV_STOP was pushed */
-    ts_wakeq ready;           /* loop -> Go: slots, through ready_link (queue.c) */
+    /* Go -> loop: ts_event items (queue.c pushes, loop.c drains); closed
+     * once TS_EV_STOP was pushed. A wake list (internal/python's
+     * wakelist.h), consumed by the loop's add_reader callback. */
+    ts_wakelist queue;
+    /* loop -> Go: slots, through ready_link (queue.c); a wake list whose
+     * id_of is the slot's index, consumed by a python.Dispatcher. */
+    ts_wakelist ready;
     /* The watchdog's view (read by Go without the GIL): the last time the
      * loop turned (a drain), the longest a probe waited for it since the
      * last read, and the probes drained. Monotonic nanoseconds. */
@@ -253,7 +231,7 @@ typedef struct ts_loop {
 
 /* An event on a loop's queue (queue.c pushes, loop.c drains). */
 typedef struct ts_event {
-    ts_wq_node link;          /* first: a node is its event */
+    ts_wakenode node;         /* first: a node is its event */
     int type;
     ts_asgi_slot *slot;
     uint32_t gen;

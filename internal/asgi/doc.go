@@ -8,16 +8,17 @@
 //     loop of the process) and writes the request block (internal/reqblock:
 //     method, path, headers, client, server, and the body when it has all
 //     arrived within MaxPrefetchBytes) into it.
-//  2. ts_asgi_begin binds the slot to the Handler's Loop and ts_asgi_push
-//     puts a TS_EV_NEW event on the loop's queue (queue.c; the hand-off in
-//     wakeq.c writes the eventfd only when the loop sleeps). One cgo call.
+//  2. ts_asgi_begin binds the slot to the Handler's Loop and
+//     ts_asgi_push_new sets the request's fields and puts a TS_EV_NEW event
+//     on the loop's queue (queue.c; internal/python's wake list writes the
+//     eventfd only when the loop sleeps).
 //  3. On the loop thread, the queue's add_reader callback drains every
 //     event (loop.c), builds the scope in one pass from the block
 //     (scope.c) and starts the app's task with a Channel (channel.c) as
 //     its send callable (send.c) and a receive that reads the slot's body.
 //  4. send() never blocks: the head and body bytes go to the slot's
 //     output buffer and the slot is listed on the loop's ready list; the
-//     ready list's dispatcher goroutine (ready.go) wakes the handler
+//     ready list's dispatcher (ready.go, a python.Dispatcher) wakes the handler
 //     goroutine, which writes the bytes to the socket (ts_asgi_take,
 //     ts_asgi_written) and tells the loop when a full buffer drained.
 //  5. When the task ends, the slot is released and reused by the next

@@ -156,14 +156,12 @@ func (h *Handler) ServeHTTP1(w *http1.ResponseWriter, r *http1.Request) {
 	if pre != nil {
 		r.Body.Consume(len(pre))
 	}
-	s.c.req_len = C.size_t(len(block))
-	s.c.nentries = C.int(n)
-	s.c.body_off = C.size_t(bodyOff)
-	s.c.body_len = C.size_t(len(pre))
-	s.c.body_done = boolInt(bodyDone)
 
-	// 2. Hand it to the loop; from here the client leaving is an event.
-	if C.ts_asgi_push(h.Loop.c, C.TS_EV_NEW, s.c, gen, nil, 0, 0) != 0 {
+	// 2. Hand it to the loop, with the block's shape (one cgo call that
+	//    sets the slot's fields, then pushes); from here the client
+	//    leaving is an event.
+	if C.ts_asgi_push_new(h.Loop.c, C.TS_EV_NEW, s.c, gen, C.size_t(len(block)), C.int(n), C.size_t(bodyOff),
+		C.size_t(len(pre)), boolInt(bodyDone), 0) != 0 {
 		status = 503
 		w.WriteSimple(503, "text/plain; charset=utf-8", unavailable, []byte("Retry-After: 1\r\n"))
 		return
@@ -191,14 +189,15 @@ func (s *slot) serve(h *Handler, w *http1.ResponseWriter, r *http1.Request, gen 
 		<-s.ready
 		t := s.take
 		C.ts_asgi_take(s.c, t)
-		if t.head_ready != 0 && !headSent && t.app_done != 0 && t.finished == 0 && t.out_len == 0 && t.pathsend == nil {
+		headReady := t.head_ready != 0
+		if headReady && !headSent && t.app_done != 0 && t.finished == 0 && t.out_len == 0 && t.pathsend == nil {
 			// The app failed (or returned) after http.response.start but
 			// before any body: its head has not left, so the client gets
 			// the 500 below rather than the app's head on a cut
 			// connection.
-			t.head_ready = 0
+			headReady = false
 		}
-		if t.head_ready != 0 && !headSent {
+		if headReady && !headSent {
 			cl := int64(t.content_length)
 			if cl < 0 && t.finished != 0 && t.pathsend == nil && (t.out_len > 0 || string(r.Method) != "HEAD") {
 				cl = int64(t.out_len) // the whole body is here: no chunking

@@ -137,32 +137,31 @@ event_tuple(ts_loop *loop, ts_event *ev)
 }
 
 /* LoopBridge.drain() -> list of event tuples: the add_reader callback on
- * the loop queue's eventfd (wakeq.c, the consumer's side). */
+ * the loop queue's eventfd (the consumer's side of internal/python's
+ * wake list, wakelist.h). */
 static PyObject *
 bridge_drain(LoopBridge *self, PyObject *unused)
 {
     ts_loop *loop = self->loop;
-    uint64_t count;
     PyObject *list = PyList_New(0);
-    ts_wq_node *batch, *node, *next;
+    ts_wakenode *batch, *node, *next;
+    int empty;
 
     if (list == NULL) {
         return NULL;
     }
     atomic_store_explicit(&loop->heartbeat_ns, ts_now_ns(), memory_order_relaxed);
-    if (read(loop->queue.fd, &count, sizeof(count)) < 0) {
-        /* EAGAIN: nothing was signalled; the queue may still hold items */
-    }
+    ts_wakelist_clear(&loop->queue);  /* EAGAIN: the queue may still hold items */
     for (;;) {
-        batch = ts_wakeq_take(&loop->queue, -1);
+        batch = ts_wakelist_take(&loop->queue, 0, &empty);  /* all of it */
         if (batch == NULL) {
-            if (ts_wakeq_arm(&loop->queue)) {
+            if (ts_wakelist_arm(&loop->queue)) {
                 break;
             }
             continue;
         }
         for (node = batch; node != NULL; node = next) {
-            ts_event *ev = (ts_event *)node;  /* link is its first member */
+            ts_event *ev = (ts_event *)node;  /* node is its first member */
             PyObject *t;
             next = node->next;
             t = event_tuple(loop, ev);
@@ -323,19 +322,20 @@ ts_loop_new(int index, const ts_loop_config *cfg, uintptr_t handle)
     loop->handle = handle;
     loop->cfg = *cfg;
     loop->write_buffer = cfg->write_buffer > 0 ? cfg->write_buffer : 256 * 1024;
-    if (ts_wakeq_init(&loop->queue) < 0) {
+    if (ts_wakelist_init(&loop->queue) < 0) {
         err = errno;
         free(loop);
         errno = err;
         return NULL;
     }
-    if (ts_wakeq_init(&loop->ready) < 0) {
+    if (ts_wakelist_init(&loop->ready) < 0) {
         err = errno;
         close(loop->queue.fd);
         free(loop);
         errno = err;
         return NULL;
     }
+    loop->ready.id_of = ts_asgi_ready_id;
     return loop;
 }
 

@@ -11,7 +11,6 @@ import "C"
 import (
 	"errors"
 	"fmt"
-	"os"
 	"runtime/cgo"
 	"strings"
 	"time"
@@ -83,7 +82,10 @@ func NewLoop(index int, cfg LoopConfig) (*Loop, error) {
 		return nil, fmt.Errorf("asgi: event loop %d: %w", index, err)
 	}
 	l.c = cl
-	go l.dispatch(os.NewFile(uintptr(cl.ready.fd), fmt.Sprintf("asgi-ready-%d", index)))
+	if err := l.startDispatch(); err != nil { // ready.go
+		l.handle.Delete()
+		return nil, fmt.Errorf("asgi: event loop %d: %w", index, err)
+	}
 	return l, nil
 }
 

@@ -5,7 +5,7 @@
  * Go -> loop (DESIGN.md, ASGI): handler goroutines push events on their
  * loop's queue (ts_asgi_push); the loop watches the queue's eventfd with
  * loop.add_reader and drains the whole queue in one callback (loop.c,
- * drain). The hand-off is wakeq.c's.
+ * drain). The hand-off is internal/python's wake list (wakelist.h).
  *
  * Loop -> Go: send() never blocks. For HTTP the Channel is the app's send
  * callable (send.c: no coroutine per message); it, or a Channel method a
@@ -16,7 +16,7 @@
  * whole list and wakes each slot's handler goroutine on a Go channel; that
  * goroutine takes the buffer (ts_asgi_take, swapping it with a spare) and
  * writes it to the socket. A slot is listed at most once, and the eventfd
- * is written only when the dispatcher has armed need_wake (wakeq.c), so a
+ * is written only when the dispatcher has armed need_wake (wakelist.h), so a
  * burst of responses costs the loop thread one write(2), not one per
  * response. send() awaits only when more than write_buffer bytes are
  * pending (the bound rule): Go's ts_asgi_written then pushes DRAINED.
@@ -145,19 +145,29 @@ ts_asgi_push(ts_loop *loop, int type, ts_asgi_slot *s, uint32_t gen, const char 
     if (len > 0) {
         memcpy(ev->data, data, len);
     }
-    pthread_mutex_lock(&loop->queue.mu);
-    if (loop->stopping && type != TS_EV_STOP) {
-        pthread_mutex_unlock(&loop->queue.mu);
+    /* TS_EV_STOP closes the queue: later pushes (but another stop) fail */
+    if (ts_wakelist_push(&loop->queue, &ev->node, type == TS_EV_STOP) != 0) {
         free(ev);
         return -1;
     }
-    if (type == TS_EV_STOP) {
-        loop->stopping = 1;
-    }
-    ts_wakeq_append_locked(&loop->queue, &ev->link);
-    pthread_mutex_unlock(&loop->queue.mu);
-    ts_wakeq_wake(&loop->queue);
     return 0;
+}
+
+int
+ts_asgi_push_new(ts_loop *loop, int type, ts_asgi_slot *s, uint32_t gen, size_t req_len, int nentries,
+                 size_t body_off, size_t body_len, int body_done, int ws_max_queue)
+{
+    /* Unlocked: the loop reads these only after it took the event, and
+     * the queue's mutex orders the two. */
+    s->req_len = req_len;
+    s->nentries = nentries;
+    s->body_off = body_off;
+    s->body_len = body_len;
+    s->body_done = body_done;
+    if (type == TS_EV_WS_NEW) {
+        s->ws_max_queue = ws_max_queue;
+    }
+    return ts_asgi_push(loop, type, s, gen, NULL, 0, 0);
 }
 
 void
@@ -231,7 +241,7 @@ signal_go(ts_asgi_slot *s)
     if (__atomic_exchange_n(&s->ready, 1, __ATOMIC_ACQ_REL)) {
         return; /* listed and not yet taken: that wake-up covers this */
     }
-    ts_wakeq_push(&s->loop->ready, &s->ready_link);
+    (void)ts_wakelist_push(&s->loop->ready, &s->ready_link, 0);  /* never closed */
 }
 
 void
@@ -246,35 +256,15 @@ ts_asgi_write_buffer(ts_asgi_slot *s)
     return s->loop->write_buffer;
 }
 
-/* ts_asgi_ready_take moves up to max listed slots' indexes of loop's ready
- * list to index and unlists them (a later signal_go lists a slot again);
- * it returns how many. *armed is set when it found the list empty and
- * armed need_wake (or a producer took the flag back and wrote the
- * eventfd): the dispatcher may then block on the eventfd; otherwise it
- * calls again. loop's dispatcher goroutine only. */
-int
-ts_asgi_ready_take(ts_loop *loop, int *index, int max, int *armed)
+/* ts_asgi_ready_id is the ready list's id_of (wakelist.h): it unlists
+ * the slot that holds n (a later signal_go lists it again) and names it
+ * for Go by its index. The dispatcher's thread, inside
+ * ts_wakelist_take_ids, after n's next was read. */
+uintptr_t
+ts_asgi_ready_id(ts_wakenode *n)
 {
-    int n = 0;
+    ts_asgi_slot *s = (ts_asgi_slot *)((char *)n - offsetof(ts_asgi_slot, ready_link));
 
-    *armed = 0;
-    for (;;) {
-        ts_wq_node *node = ts_wakeq_take(&loop->ready, max - n), *next;
-        for (; node != NULL; node = next) {
-            ts_asgi_slot *s = (ts_asgi_slot *)((char *)node - offsetof(ts_asgi_slot, ready_link));
-            /* next first: once ready is clear, signal_go may list s again */
-            next = node->next;
-            __atomic_store_n(&s->ready, 0, __ATOMIC_RELEASE);
-            index[n++] = s->index;
-        }
-        if (n == max) {
-            return n; /* more may wait: called again */
-        }
-        if (ts_wakeq_arm(&loop->ready)) {
-            *armed = 1;
-            return n;
-        }
-        /* listed meanwhile, and the flag taken back before any producer
-         * saw it: go on taking */
-    }
+    __atomic_store_n(&s->ready, 0, __ATOMIC_RELEASE);
+    return (uintptr_t)s->index;
 }

@@ -1,51 +1,35 @@
 package asgi
 
-/*
-#include <stdlib.h>
-#include "asgi.h"
-*/
-import "C"
-
 import (
-	"io"
-	"os"
+	"fmt"
 	"unsafe"
+
+	"turnstile/internal/python"
 )
 
 // A loop's ready list, Go's half (queue.c, "Loop -> Go"). The loop lists a
 // slot when it has something for Go (a head, body bytes, the app's end, a
 // request for the next body chunk, a WebSocket record) and writes one
-// eventfd for a whole burst; the loop's dispatcher goroutine reads it
-// through the netpoller, takes the list and wakes each slot's goroutine
-// on its channel. Before, each slot had its own eventfd: one write(2) on
-// the loop thread and one read(2) in Go per wake-up.
+// eventfd for a whole burst; the loop's dispatcher (a python.Dispatcher,
+// the same consumer as the WSGI pool's done list) reads it through the
+// netpoller, takes the list in batches of slot indexes and wakes each
+// slot's goroutine on its channel.
 
-// dispatch wakes the goroutines of the slots l lists, for ever. NewLoop
-// starts it.
-func (l *Loop) dispatch(f *os.File) {
-	var buf [8]byte
-	// In C memory: the cgo call below passes no Go pointer to check.
-	idx := unsafe.Slice((*C.int)(C.calloc(256, C.sizeof_int)), 256)
-	var all []*slot
-	for {
-		if _, err := io.ReadFull(f, buf[:]); err != nil {
-			panic("asgi: ready list eventfd read: " + err.Error())
-		}
-		for {
-			var armed C.int
-			n := int(C.ts_asgi_ready_take(l.c, &idx[0], C.int(len(idx)), &armed))
-			if n > 0 {
-				slots.mu.Lock()
-				all = slots.all
-				slots.mu.Unlock()
-			}
-			for _, i := range idx[:n] {
-				all[i].wake()
-			}
-			if armed != 0 {
-				break
-			}
-		}
+// startDispatch starts l's ready-list dispatcher. NewLoop calls it.
+func (l *Loop) startDispatch() error {
+	_, err := python.StartDispatcher(unsafe.Pointer(&l.c.ready), fmt.Sprintf("asgi-ready-%d", l.index), wakeSlots)
+	return err
+}
+
+// wakeSlots is the ready lists' wake function: ids are slot indexes. It
+// reads the registry once per batch; slots are never freed, so the slice
+// it read stays valid.
+func wakeSlots(ids []uintptr) {
+	slots.mu.Lock()
+	all := slots.all
+	slots.mu.Unlock()
+	for _, i := range ids {
+		all[i].wake()
 	}
 }
 

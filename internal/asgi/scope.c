@@ -134,17 +134,16 @@ ts_build_scope(ts_loop *loop, ts_asgi_slot *s, int websocket)
         SET(s_scheme, Py_NewRef(s_http_scheme));
     }
     for (i = 0; i < s->nentries; i++) {
-        uint16_t id, klen;
-        uint32_t vlen;
+        ts_entry e;
         const char *key, *val;
+        size_t klen, vlen;
 
-        memcpy(&id, p, 2);
-        memcpy(&klen, p + 2, 2);
-        memcpy(&vlen, p + 4, 4);
-        key = p + TS_ENTRY_HDR;
-        val = key + klen;
-        p = val + vlen;
-        switch (id) {
+        p = ts_entry_next(p, &e);
+        key = e.key;
+        klen = e.klen;
+        val = e.val;
+        vlen = e.vlen;
+        switch (e.id) {
         case 0: {
             PyObject *pair = bytes_pair(key, klen, val, vlen);
             if (pair == NULL) {

@@ -138,12 +138,8 @@ func (h *Handler) serveWebSocket(w *http1.ResponseWriter, r *http1.Request) {
 		return
 	}
 	C.memcpy(unsafe.Pointer(s.c.req), unsafe.Pointer(&block[0]), C.size_t(len(block)))
-	s.c.req_len = C.size_t(len(block))
-	s.c.nentries = C.int(n)
-	s.c.body_off, s.c.body_len, s.c.body_done = 0, 0, 1
-	s.c.ws_max_queue = C.int(cfg.MaxQueue)
 	s.block = nil // the scratch buffer would stay pinned by a long session
-	if C.ts_asgi_push(h.Loop.c, C.TS_EV_WS_NEW, s.c, gen, nil, 0, 0) != 0 {
+	if C.ts_asgi_push_new(h.Loop.c, C.TS_EV_WS_NEW, s.c, gen, C.size_t(len(block)), C.int(n), 0, 0, 1, C.int(cfg.MaxQueue)) != 0 {
 		status = 503
 		w.WriteSimple(503, "text/plain; charset=utf-8", unavailable, []byte("Retry-After: 1\r\n"))
 		return

@@ -23,10 +23,18 @@
 //     blocking I/O (body reads, socket writes), never holding the GIL
 //     across them.
 //  4. run lists the job on its pool's done list (ts_pool_done); the
-//     pool's dispatcher goroutine (Pool.Dispatch), reading the list's
-//     eventfd through Go's netpoller (no OS thread blocked), calls the
-//     interface's wake function, which wakes the handler goroutine; it
-//     finishes the response in Go.
+//     pool's dispatcher goroutine (Pool.Dispatch, a Dispatcher), reading
+//     the list's eventfd through Go's netpoller (no OS thread blocked),
+//     calls the interface's wake function, which wakes the handler
+//     goroutine; it finishes the response in Go.
+//
+// The cgo foundation the interfaces share (tspy.h): the attach pair, the
+// pool, the wake list (wakelist.h: a list with an eventfd written once per
+// burst; the pool's done list and each ASGI loop's queue and ready list)
+// and its Go consumer (Dispatcher, dispatch.go), the request-block reader
+// (ts_entry_next, for the block internal/reqblock writes) and the byte
+// checks (bytes.c). internal/wsgi and internal/asgi import this package
+// in Go because their C calls this C.
 //
 // Threads: only threads this package creates attach through the pair.
 // Threads the app starts attach on their own (PyGILState), and CPython

@@ -6,7 +6,8 @@
  * C-side queue; a handler goroutine makes one short call (ts_pool_submit)
  * and learns of completion without an OS thread blocking for it: the
  * finished job goes on the pool's done list (ts_pool_done), whose one
- * eventfd Go's dispatcher goroutine (python.Pool.Dispatch) reads through
+ * eventfd Go's dispatcher goroutine (python.Dispatcher, started by
+ * python.Pool.Dispatch) reads through
  * the netpoller; it takes the whole list and wakes each job's goroutine
  * on a channel. The list is a ts_wakelist (wakelist.h): the eventfd is
  * written only when the dispatcher armed it, so a burst of completions
@@ -173,6 +174,8 @@ pool_main(void *arg)
     return NULL;
 }
 
+static uintptr_t done_id(ts_wakenode *n);  /* the done list's id_of (below) */
+
 ts_pool *
 ts_pool_start(const char *name, int n, int queue_size, size_t stack_bytes, int batch)
 {
@@ -214,6 +217,7 @@ ts_pool_start(const char *name, int n, int queue_size, size_t stack_bytes, int b
     if (ts_wakelist_init(&p->done) != 0) {
         return NULL;  /* errno from eventfd; leaked as above */
     }
+    p->done.id_of = done_id;
     for (i = 0; i < n; i++) {
         sem_init(&p->parks[i], 0, 0);
         p->threads[i].kind = TS_KIND_POOL;
@@ -343,42 +347,21 @@ ts_pool_tstate(ts_pool *p, int i)
 
 /* ---- the done list ---------------------------------------------------- */
 
-int
-ts_pool_done_fd(ts_pool *p)
+/* done_id names a finished job for Go: its go_id (ts_wakelist.id_of). */
+static uintptr_t
+done_id(ts_wakenode *n)
 {
-    return p->done.fd;
+    return ((ts_job *)((char *)n - offsetof(ts_job, done)))->go_id;
+}
+
+ts_wakelist *
+ts_pool_done_list(ts_pool *p)
+{
+    return &p->done;
 }
 
 void
 ts_pool_done(ts_pool *p, ts_job *job)
 {
     (void)ts_wakelist_push(&p->done, &job->done, 0);  /* never closed: cannot fail */
-}
-
-int
-ts_pool_done_take(ts_pool *p, uintptr_t *ids, int max, int *armed)
-{
-    int n = 0, empty;
-
-    *armed = 0;
-    for (;;) {
-        ts_wakenode *w = ts_wakelist_take(&p->done, max - n, &empty);
-        while (w != NULL) {
-            ts_wakenode *next = w->next;
-            ids[n++] = ((ts_job *)((char *)w - offsetof(ts_job, done)))->go_id;
-            w = next;
-        }
-        if (!empty) {
-            return n; /* n == max: more to take */
-        }
-        if (ts_wakelist_arm(&p->done)) {
-            *armed = 1;
-            return n;
-        }
-        /* listed meanwhile, and the flag taken back before any producer
-         * saw it: go on taking */
-        if (n == max) {
-            return n;
-        }
-    }
 }

@@ -8,8 +8,6 @@ import "C"
 
 import (
 	"fmt"
-	"io"
-	"os"
 	"strconv"
 	"sync"
 	"time"
@@ -164,41 +162,18 @@ func Turnstile() TurnStats {
 	return ts
 }
 
-// Dispatch starts, once, the pool's dispatcher goroutine: it reads the
-// done list's eventfd through the netpoller (no OS thread blocked), takes
-// the finished jobs and calls wake with each one's go_id (ts_job), on its
-// own goroutine, in completion order. wake must not block. Later calls
-// return the first call's error and ignore their wake: a pool has one
-// consumer of its done list. Errors: the eventfd cannot be wrapped.
+// Dispatch starts, once, the pool's dispatcher (a Dispatcher on its done
+// list): it calls wake with the go_id (ts_job) of each finished job, on
+// its own goroutine, in completion order. wake must not block. Later
+// calls return the first call's error and ignore their wake: a pool has
+// one consumer of its done list. Errors: the eventfd cannot be wrapped.
 func (p *Pool) Dispatch(wake func(id uintptr)) error {
 	p.dispatch.once.Do(func() {
-		fd := C.ts_pool_done_fd(p.c)
-		if fd < 0 {
-			p.dispatch.err = fmt.Errorf("python: pool %s has no done eventfd", p.name)
-			return
-		}
-		go p.dispatchDone(os.NewFile(uintptr(fd), p.name+"-done"), wake)
+		_, p.dispatch.err = StartDispatcher(unsafe.Pointer(C.ts_pool_done_list(p.c)), p.name+"-done", func(ids []uintptr) {
+			for _, id := range ids {
+				wake(id)
+			}
+		})
 	})
 	return p.dispatch.err
-}
-
-// dispatchDone wakes the goroutines of finished jobs, for ever.
-func (p *Pool) dispatchDone(f *os.File, wake func(id uintptr)) {
-	var buf [8]byte
-	ids := make([]C.uintptr_t, 256)
-	for {
-		if _, err := io.ReadFull(f, buf[:]); err != nil {
-			panic("python: done list eventfd read: " + err.Error())
-		}
-		for {
-			var armed C.int
-			n := int(C.ts_pool_done_take(p.c, &ids[0], C.int(len(ids)), &armed))
-			for _, id := range ids[:n] {
-				wake(uintptr(id))
-			}
-			if armed != 0 {
-				break
-			}
-		}
-	}
 }

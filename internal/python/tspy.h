@@ -12,6 +12,7 @@
 #include <Python.h>
 #include <stdint.h>
 #include <stdatomic.h>
+#include <string.h>
 
 #include "wakelist.h"
 
@@ -131,8 +132,8 @@ struct ts_job {
     int64_t enqueued_ns;
     int64_t started_ns;
     int64_t gil_wait_ns;     /* GIL wait for this job, all attaches summed */
-    uintptr_t go_id;         /* Go's name for the job, handed back by
-                                ts_pool_done_take */
+    uintptr_t go_id;         /* Go's name for the job, handed to Go's
+                                dispatcher (the done list's id_of) */
     ts_wakenode done;        /* on the pool's done list (pool.c) */
     int thread_index;        /* the pool thread running it (for sampling) */
     int state;               /* TS_JOB_*, guarded by the pool lock */
@@ -177,14 +178,43 @@ void ts_pool_get_stats(ts_pool *p, ts_pool_stats *s);
 PyThreadState *ts_pool_tstate(ts_pool *p, int i);
 
 /* The done list: a finished job is listed with ts_pool_done (once per
- * run, from the pool thread) and Go's dispatcher, woken by the list's one
- * eventfd (ts_pool_done_fd) per burst, takes it with ts_pool_done_take:
- * up to max jobs' go_ids into ids, returning how many, with *armed set
- * when the list was found empty and armed (the dispatcher may then block
- * on the eventfd; otherwise it calls again). One dispatcher per pool. */
-int ts_pool_done_fd(ts_pool *p);
+ * run, from the pool thread); Go's dispatcher (python.Dispatcher) is its
+ * one consumer, woken by the list's eventfd once per burst, and takes
+ * the jobs' go_ids with ts_wakelist_take_ids (the list's id_of). */
+ts_wakelist *ts_pool_done_list(ts_pool *p);
 void ts_pool_done(ts_pool *p, ts_job *job);
-int ts_pool_done_take(ts_pool *p, uintptr_t *ids, int max, int *armed);
+
+/* ---- the request block (internal/reqblock) --------------------------- */
+
+/* The request head Go validated and wrote for a Python thread (Go's
+ * internal/reqblock.AppendEntry): a flat run of entries, each
+ *   uint16 id (0 = the key follows), uint16 key length, uint32 value
+ *   length, the key bytes (only when id is 0), the value bytes,
+ * in native byte order, without padding. Each interface gives the ids
+ * its meaning (WSGI: environ keys, wsgi.h; ASGI: TS_SC_*, asgi.h) and
+ * decodes the bytes (latin-1 environ values, ASGI's bytes and str).
+ * This is the one reader: WSGI's environ.c and ASGI's scope.c. */
+#define TS_ENTRY_HDR 8
+
+typedef struct ts_entry {
+    uint16_t id;
+    uint16_t klen;          /* 0 unless id is 0 */
+    uint32_t vlen;
+    const char *key, *val;  /* into the block */
+} ts_entry;
+
+/* ts_entry_next reads the entry at p into e and returns where the next
+ * one starts. The caller counts the entries (Go sends their number). */
+static inline const char *
+ts_entry_next(const char *p, ts_entry *e)
+{
+    memcpy(&e->id, p, 2);
+    memcpy(&e->klen, p + 2, 2);
+    memcpy(&e->vlen, p + 4, 4);
+    e->key = p + TS_ENTRY_HDR;
+    e->val = e->key + e->klen;
+    return e->val + e->vlen;
+}
 
 /* ---- stack sampling without the GIL (sample.c) ------------------------ */
 

@@ -13,6 +13,7 @@ ts_wakelist_init(ts_wakelist *l)
 
     l->head = l->tail = NULL;
     l->closed = 0;
+    l->id_of = NULL;
     atomic_init(&l->need_wake, 1);
     rc = pthread_mutex_init(&l->mu, NULL);
     if (rc != 0) {
@@ -78,5 +79,35 @@ ts_wakelist_clear(ts_wakelist *l)
 
     if (read(l->fd, &count, sizeof(count)) < 0) {
         /* EAGAIN: nothing was signalled; the list may still hold nodes */
+    }
+}
+
+int
+ts_wakelist_take_ids(ts_wakelist *l, uintptr_t *ids, int max, int *armed)
+{
+    int n = 0, empty;
+
+    *armed = 0;
+    for (;;) {
+        ts_wakenode *w = ts_wakelist_take(l, max - n, &empty);
+        while (w != NULL) {
+            /* next first: once id_of ran, the item may be listed again
+             * (the ASGI ready list clears its slot's flag there) */
+            ts_wakenode *next = w->next;
+            ids[n++] = l->id_of(w);
+            w = next;
+        }
+        if (!empty) {
+            return n; /* n == max: more to take */
+        }
+        if (ts_wakelist_arm(l)) {
+            *armed = 1;
+            return n;
+        }
+        /* listed meanwhile, and the flag taken back before any producer
+         * saw it: go on taking, while there is room (max - n >= 1) */
+        if (n == max) {
+            return n;
+        }
     }
 }

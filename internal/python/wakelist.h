@@ -34,8 +34,12 @@
  * ready list does). A closed list refuses ts_wakelist_push (a stopping
  * queue), except for the closing push itself.
  *
- * Users: the pool's done list (pool.c). internal/asgi/bridge.c still has
- * its own two copies (the loop queue and the ready list) to move here.
+ * Users, all three lists of the worker: the pool's done list (pool.c;
+ * consumer: Go's python.Dispatcher), an ASGI loop's queue (internal/asgi
+ * queue.c pushes, loop.c's drain callback consumes) and its ready list
+ * (internal/asgi queue.c; consumer: a python.Dispatcher). A list whose
+ * consumer is Go names each node by an id (ts_wakelist.id_of), so that
+ * one Go loop (dispatch.go, ts_wakelist_take_ids) serves them all.
  */
 #ifndef TS_WAKELIST_H
 #define TS_WAKELIST_H
@@ -55,6 +59,11 @@ typedef struct ts_wakelist {
     int closed;                 /* guarded by mu: pushes are refused */
     int fd;                     /* the eventfd (EFD_NONBLOCK | EFD_CLOEXEC), -1 before init */
     _Atomic int need_wake;      /* the consumer is armed (see above) */
+    /* For a list Go consumes (ts_wakelist_take_ids): Go's name for the
+     * item that holds n, called on the consumer's thread after n was
+     * unlinked and its next read. NULL for a list C consumes. Set once,
+     * after ts_wakelist_init. */
+    uintptr_t (*id_of)(ts_wakenode *n);
 } ts_wakelist;
 
 /* ts_wakelist_init makes l an empty, armed list with its own eventfd.
@@ -122,5 +131,12 @@ int ts_wakelist_arm(ts_wakelist *l);
  * by it (a loop's add_reader callback); Go's consumer reads the fd
  * through the netpoller instead. Never blocks. */
 void ts_wakelist_clear(ts_wakelist *l);
+
+/* ts_wakelist_take_ids is Go's consumer (python.Dispatcher): it takes up
+ * to max nodes and stores each one's l->id_of in ids, in push order,
+ * returning how many; *armed is set when it found the list empty and
+ * armed it (ts_wakelist_arm returned 1): the consumer may then block on
+ * the eventfd; otherwise it calls again. max >= 1. The consumer only. */
+int ts_wakelist_take_ids(ts_wakelist *l, uintptr_t *ids, int max, int *armed);
 
 #endif /* TS_WAKELIST_H */

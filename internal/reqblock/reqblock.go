@@ -11,7 +11,8 @@ import (
 	"encoding/binary"
 )
 
-// EntryHeaderBytes is the fixed part of an entry (TS_ENTRY_HDR in C).
+// EntryHeaderBytes is the fixed part of an entry (TS_ENTRY_HDR in C; the
+// one C reader is ts_entry_next in internal/python/tspy.h).
 const EntryHeaderBytes = 8
 
 // AppendEntry appends one entry to b. key is written only when id is 0.

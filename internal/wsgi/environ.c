@@ -43,29 +43,23 @@ ts_wsgi_environ(ts_wsgi_job *job)
         return NULL;
     }
     for (i = 0; i < job->nentries; i++) {
-        uint16_t id, klen;
-        uint32_t vlen;
+        ts_entry e;
         PyObject *key, *val;
         int rc;
 
-        memcpy(&id, p, 2);
-        memcpy(&klen, p + 2, 2);
-        memcpy(&vlen, p + 4, 4);
-        p += TS_ENTRY_HDR;
-        if (id > 0 && id <= key_count) {
-            key = Py_NewRef(key_objs[id - 1]);
+        p = ts_entry_next(p, &e);
+        if (e.id > 0 && e.id <= key_count) {
+            key = Py_NewRef(key_objs[e.id - 1]);
         }
         else {
-            key = PyUnicode_DecodeLatin1(p, klen, NULL);
+            key = PyUnicode_DecodeLatin1(e.key, e.klen, NULL);
         }
-        p += klen;
-        if (id == url_scheme_id && id > 0 && vlen == 5 && memcmp(p, "https", 5) == 0) {
+        if (e.id == url_scheme_id && e.id > 0 && e.vlen == 5 && memcmp(e.val, "https", 5) == 0) {
             val = Py_NewRef(str_https);
         }
         else {
-            val = PyUnicode_DecodeLatin1(p, vlen, NULL);
+            val = PyUnicode_DecodeLatin1(e.val, e.vlen, NULL);
         }
-        p += vlen;
         if (key == NULL || val == NULL) {
             Py_XDECREF(key);
             Py_XDECREF(val);

@@ -25,8 +25,10 @@ func go_ts_wsgi_flush(h C.uintptr_t) C.int {
 	if s.werr != nil {
 		return -1
 	}
-	if s.job.head_sent == 0 {
-		if err := s.writeHead(int64(s.job.content_length)); err != nil {
+	if !s.headSent {
+		err := s.writeHead(int64(s.job.content_length))
+		C.ts_wsgi_job_head_sent(s.job) // mid-job: start_response(exc_info) reads it
+		if err != nil {
 			s.werr = err
 			return -1
 		}

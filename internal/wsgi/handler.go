@@ -119,6 +119,10 @@ type slot struct {
 	path      []byte
 	werr      error // first write error in a callback
 	rerr      error // the body read error the app saw, if any
+	// headSent: the head is on the wire (writeHead). Go's own record; C
+	// gets a copy (ts_wsgi_job_head_sent) only when the head leaves
+	// mid-job, in a flush, where start_response's exc_info check reads it.
+	headSent bool
 }
 
 var errSlot = errors.New("wsgi: cannot allocate a request slot")
@@ -283,9 +287,9 @@ func (h *Handler) ServeHTTP1(w *http1.ResponseWriter, r *http1.Request) {
 	s.block = block
 
 	// The spooled rest of the body, read back by wsgi.input (pread, in C).
-	job.body_fd, job.body_fd_len = -1, 0
+	bodyFD, bodyFDLen := C.int(-1), C.int64_t(0)
 	if sp.f != nil {
-		job.body_fd, job.body_fd_len = C.int(sp.f.Fd()), C.int64_t(sp.len)
+		bodyFD, bodyFDLen = C.int(sp.f.Fd()), C.int64_t(sp.len)
 	}
 
 	// 2. Submit: one short cgo call that copies the block and queues the
@@ -304,8 +308,9 @@ func (h *Handler) ServeHTTP1(w *http1.ResponseWriter, r *http1.Request) {
 	if len(block) > 0 {
 		blockPtr = (*C.char)(unsafe.Pointer(&block[0]))
 	}
+	s.headSent = false // as the submission resets C's head_sent
 	switch C.ts_wsgi_submit((*C.ts_pool)(h.Pool.C()), job, blockPtr, C.size_t(len(block)), C.int(n), C.size_t(bodyOff),
-		C.size_t(preLen), boolInt(bodyDone), boolInt(string(r.Method) == "HEAD")) {
+		C.size_t(preLen), boolInt(bodyDone), bodyFD, bodyFDLen, boolInt(string(r.Method) == "HEAD")) {
 	case C.TS_WSGI_SUBMIT_NOMEM:
 		res.Status = 503
 		w.WriteSimple(503, "text/plain; charset=utf-8", []byte("Service Unavailable\n"), []byte("Retry-After: 1\r\n"))
@@ -367,7 +372,7 @@ func (s *slot) writeHead(contentLength int64) error {
 	job := s.job
 	head := unsafe.Slice((*byte)(unsafe.Pointer(job.head)), int(job.status_len+job.header_len))
 	err := s.w.WriteHead(int(job.status), head[:job.status_len], head[job.status_len:], contentLength, job.close != 0)
-	job.head_sent = 1
+	s.headSent = true
 	return err
 }
 
@@ -381,7 +386,7 @@ func (s *slot) finish() int {
 	job, w := s.job, s.w
 	switch job.result {
 	case C.TS_WSGI_OK:
-		if job.head_sent == 0 {
+		if !s.headSent {
 			cl := int64(job.content_length)
 			if cl < 0 && (job.is_head == 0 || job.out_len > 0) {
 				// Every block was gathered: the length is known. Not for
@@ -399,7 +404,7 @@ func (s *slot) finish() int {
 	case C.TS_WSGI_FILE:
 		f := os.NewFile(uintptr(job.file_fd), "file_wrapper")
 		defer f.Close()
-		if job.head_sent == 0 {
+		if !s.headSent {
 			cl := int64(job.content_length)
 			if cl < 0 {
 				cl = int64(job.file_count)
@@ -421,21 +426,20 @@ func (s *slot) finish() int {
 		text := "wsgi: app failed"
 		if job.error != nil {
 			text = C.GoString(job.error)
-			C.free(unsafe.Pointer(job.error))
-			job.error = nil
+			C.ts_wsgi_job_free_error(job)
 		}
 		if s.rerr != nil {
 			// The app failed because the request body could not be read
 			// (bad framing, too large, timeout, client gone): the client's
 			// fault, answered by http1 with 400/413/408 and a close.
 			s.h.logger().Debug("wsgi: request body failed under the app", "err", s.rerr, "traceback", text)
-			if job.head_sent != 0 || w.Started() {
+			if s.headSent || w.Started() {
 				w.Abort()
 			}
 			return bodyErrStatus(s.rerr)
 		}
 		s.h.logger().Error("wsgi: app raised", "method", string(s.r.Method), "target", string(s.r.Target), "traceback", text)
-		if job.head_sent != 0 || w.Started() {
+		if s.headSent || w.Started() {
 			// The head is on the wire: the only honest end is to cut the
 			// connection so the client sees a truncated response.
 			w.Abort()

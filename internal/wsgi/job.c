@@ -83,7 +83,8 @@ ts_wsgi_job_trim(ts_wsgi_job *job)
 
 int
 ts_wsgi_submit(ts_pool *pool, ts_wsgi_job *job, const char *block, size_t len, int nentries,
-               size_t body_off, size_t body_len, int body_done, int is_head)
+               size_t body_off, size_t body_len, int body_done, int body_fd, int64_t body_fd_len,
+               int is_head)
 {
     if (ts_buf_reserve(&job->req, &job->req_cap, len) != 0) {
         return TS_WSGI_SUBMIT_NOMEM;
@@ -95,6 +96,8 @@ ts_wsgi_submit(ts_pool *pool, ts_wsgi_job *job, const char *block, size_t len, i
     job->body_off = body_off;
     job->body_len = body_len;
     job->body_done = body_done;
+    job->body_fd = body_fd;
+    job->body_fd_len = body_fd_len;
     job->is_head = is_head;
     job->status = 0;
     job->status_len = 0;

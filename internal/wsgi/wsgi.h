@@ -26,10 +26,9 @@ enum {
     TS_WSGI_FILE = 3     /* send file_fd[file_offset, +file_count] after the head */
 };
 
-/* One environ entry in the request block:
- *   uint16 key_id (0 = custom key follows), uint16 key_len, uint32 val_len,
- *   key bytes, value bytes. Keys and values are latin-1 (PEP 3333). */
-#define TS_ENTRY_HDR 8
+/* The request block (tspy.h, ts_entry_next): an entry's id is an environ
+ * key's (ts_wsgi_register_keys) or 0 with the key; keys and values are
+ * latin-1 (PEP 3333). */
 
 typedef struct ts_wsgi_job {
     ts_job base;
@@ -52,7 +51,8 @@ typedef struct ts_wsgi_job {
     size_t head_cap, status_len, header_len;
     int64_t content_length;  /* -1: the app did not say */
     int close;               /* the app sent Connection: close */
-    int head_sent;           /* set by Go when the head is on the wire */
+    int head_sent;           /* the head is on the wire: set through
+                                ts_wsgi_job_head_sent by a flush */
     char *body;              /* body bytes not yet handed to Go */
     size_t body_cap, out_len;
     int result;
@@ -87,7 +87,25 @@ void ts_wsgi_job_trim(ts_wsgi_job *job);
  * pool is stopping (ts_pool_submit). */
 enum { TS_WSGI_SUBMIT_NOMEM = -1, TS_WSGI_SUBMIT_FULL = -2 };
 int ts_wsgi_submit(ts_pool *pool, ts_wsgi_job *job, const char *block, size_t len, int nentries,
-                   size_t body_off, size_t body_len, int body_done, int is_head);
+                   size_t body_off, size_t body_len, int body_done, int body_fd, int64_t body_fd_len,
+                   int is_head);
+
+/* Go's writes to a job, as calls (Go reads a job's fields, never writes
+ * them): ts_wsgi_job_head_sent records that Go put the head on the wire
+ * mid-job (a flush); ts_wsgi_job_free_error frees the failure text Go
+ * copied. */
+static inline void
+ts_wsgi_job_head_sent(ts_wsgi_job *job)
+{
+    job->head_sent = 1;
+}
+
+static inline void
+ts_wsgi_job_free_error(ts_wsgi_job *job)
+{
+    free(job->error);
+    job->error = NULL;
+}
 
 /* ---- shared by the C files (a Python thread, attached) --------------- */
 
