@@ -90,6 +90,9 @@ func startInterface(kind string, cfg *config.Config, log *slog.Logger, m *metric
 	}
 	switch kind {
 	case "wsgi":
+		if cfg.BlockingThreads == 0 {
+			return nil, nil, errors.New("--blocking-threads 0: off is for ASGI apps only; a WSGI app needs at least 1 thread")
+		}
 		pool, err := python.StartPool(python.PoolConfig{Threads: cfg.BlockingThreads, QueueSize: cfg.QueueSize,
 			NoTurn: !cfg.Switches.PoolTurn, NoBatch: !cfg.Switches.PoolBatch})
 		if err != nil {
@@ -128,6 +131,12 @@ func startInterface(kind string, cfg *config.Config, log *slog.Logger, m *metric
 		}
 		return h, stop, nil
 	case "asgi":
+		// The pools for the app's sync work (docs/design.md, "Sync work of
+		// async apps"), before the loop that binds connections to them.
+		httpPool, sessPool, err := startSyncPools(cfg, log)
+		if err != nil {
+			return nil, nil, err
+		}
 		// The worker's one event loop: the only place that knows how many
 		// there are.
 		loop, err := asgi.NewLoop(0, asgi.LoopConfig{
@@ -164,10 +173,16 @@ func startInterface(kind string, cfg *config.Config, log *slog.Logger, m *metric
 			}
 		}
 		wd := startWatchdog(loop, cfg, log, m)
+		syncPools.Store(&[2]*python.Pool{httpPool, sessPool})
+		stopSync := watchSyncPools(cfg, log, m, httpPool, sessPool)
 		stop := func(deadline time.Time) {
 			wd.Stop()
+			stopSync()
 			if !loop.Stop(time.Until(deadline) + workerctl.StopGrace) {
 				log.Warn("event loop still running at exit")
+				return
+			}
+			if !stopSyncPools(log, time.Until(deadline)+workerctl.StopGrace, httpPool, sessPool) {
 				return
 			}
 			python.Shutdown()

@@ -169,9 +169,11 @@ func Run(cfg *config.Config, log *slog.Logger) int {
 		log.Info(workerMsg("listening"), "addr", ln.Addr().String(), "interface", kind, "blocking_threads", cfg.BlockingThreads,
 			"turnstile_barrier", python.TurnEnabled(), "gil_wait_timing", python.GILWaitTiming(), "http", cfg.HTTP, "tls", tlsconf.Describe(&tlsCfg))
 	} else {
-		// The pool's settings do not apply to an ASGI app (its event
-		// loop's are in the "event loop running" record).
-		log.Info(workerMsg("listening"), "addr", ln.Addr().String(), "interface", kind, "http", cfg.HTTP, "tls", tlsconf.Describe(&tlsCfg))
+		// The WSGI pool's settings do not apply to an ASGI app (its event
+		// loop's are in the "event loop running" record); its pools for
+		// sync work are --blocking-threads and --session-threads (0: off).
+		log.Info(workerMsg("listening"), "addr", ln.Addr().String(), "interface", kind, "blocking_threads", cfg.BlockingThreads,
+			"session_threads", cfg.SessionThreads, "http", cfg.HTTP, "tls", tlsconf.Describe(&tlsCfg))
 	}
 
 	select {
