@@ -356,3 +356,75 @@ func TestPools_Untouched(t *testing.T) {
 		t.Errorf("turnstile_sync_calls_total = %v; want 0 for an app without asgiref", n)
 	}
 }
+
+// djust 1.3 (testapps/ws_djust; the page shows "Thread: <python name>/<OS
+// name>" of the thread that mounted it): without its own pool, the page
+// renders on ts-http-* and the LiveView session on ts-sess-*; with
+// LIVEVIEW_CONFIG["worker_threads"] djust's own threads run the sessions
+// and turnstile steps aside (one INFO line, no error); with PooledHTTP the
+// page renders on djust-http-*.
+func TestPools_Djust13(t *testing.T) {
+	venv := os.Getenv("TURNSTILE_VENV")
+	if venv == "" || exec.Command(filepath.Join(venv, "bin", "python"), "-c", "import djust.worker_pool").Run() != nil {
+		t.Skip("djust 1.3 (djust.worker_pool) is not installed in the test virtualenv (requirements/test.txt)")
+	}
+	for _, arm := range []struct {
+		name, env, val string
+		page, session  string
+		stepAside      bool
+	}{
+		{"turnstile", "", "", "/ts-http-", "/ts-sess-", false},
+		{"worker_threads=2", "DJUST_WORKER_THREADS", "2", "/ts-http-", "djust-worker-", true},
+		{"PooledHTTP(threads=2)", "DJUST_POOLED_HTTP", "2", "djust-http-", "/ts-sess-", true},
+	} {
+		t.Run(arm.name, func(t *testing.T) {
+			if arm.env != "" {
+				t.Setenv(arm.env, arm.val)
+			}
+			s := Start(t, "--app-dir", filepath.Join(AppDir(), "ws_djust"), "djust_site.asgi:application")
+			code, page := s.Get(t, "/")
+			if code != 200 || !strings.Contains(page, "Thread: ") || (arm.page != "" && !strings.Contains(page, arm.page)) {
+				t.Errorf("GET / = %d, %q; want the page rendered on %s", code, poolsThreadLine(page), arm.page)
+			}
+			c, _, err := websocket.DefaultDialer.Dial(wsURL(s, "/ws/live/"), http.Header{"Origin": {"http://" + s.Addr}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			c.WriteJSON(map[string]any{"type": "mount", "view": "djust_site.views.CounterView", "params": map[string]any{}, "url": "/"})
+			var html string
+			for deadline := time.Now().Add(5 * time.Second); html == "" && time.Now().Before(deadline); {
+				var m map[string]any
+				c.SetReadDeadline(time.Now().Add(5 * time.Second))
+				if err := c.ReadJSON(&m); err != nil {
+					t.Fatalf("reading a frame: %v", err)
+				}
+				if m["type"] == "mount" {
+					html, _ = m["html"].(string)
+				}
+			}
+			if !strings.Contains(html, "Thread: ") || !strings.Contains(html, arm.session) {
+				t.Errorf("mount frame %q; want the session mounted on %s", poolsThreadLine(html), arm.session)
+			}
+			c.WriteMessage(websocket.CloseMessage, websocket.FormatCloseMessage(1000, ""))
+			wsCloseCode(c, 5*time.Second)
+			if got := strings.Count(s.Logs(), "steps aside"); (got == 1) != arm.stepAside {
+				t.Errorf("%d step-aside records; want one: %v", got, arm.stepAside)
+			}
+			wsNoTracebacks(t, s)
+			for _, rec := range logRecords(s.Logs()) {
+				if msg, _ := rec["msg"].(string); rec["level"] == "WARN" && strings.HasPrefix(msg, "turnstile:") {
+					t.Errorf("warning from the binding: %s", msg)
+				}
+			}
+		})
+	}
+}
+
+func poolsThreadLine(page string) string {
+	if _, after, ok := strings.Cut(page, "Thread: "); ok {
+		line, _, _ := strings.Cut(after, "<")
+		return line
+	}
+	return "(no Thread: line)"
+}

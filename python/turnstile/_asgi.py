@@ -673,9 +673,11 @@ _djust_state = {}  # which -> True (djust runs its own pool) / False
 
 
 def _djust_owns(which, app):
-    """djust 1.3 with its own pool (LIVEVIEW_CONFIG["worker_threads"], or
-    PooledHTTP for HTTP): turnstile steps aside, djust picks its
-    executors. Decided once per pool kind."""
+    """djust 1.3 with its own pool: LIVEVIEW_CONFIG["worker_threads"] for
+    WebSocket sessions, a PooledHTTP of size > 0 in the app (found by
+    walking application_mapping, .app, .inner, .application) for HTTP.
+    turnstile then steps aside and djust picks its executors. Decided once
+    per pool kind (one INFO line)."""
     owns = _djust_state.get(which)
     if owns is not None:
         return owns
@@ -686,8 +688,12 @@ def _djust_owns(which, app):
         wp = None  # djust before 1.3: no pool of its own
     if wp is not None:
         try:
-            owns = (getattr(wp, "configured_pool_size", lambda: 0)() or 0) > 0
-            if not owns and which == HTTP_POOL and hasattr(wp, "PooledHTTP"):
+            if which == SESSION_POOL:
+                owns = (getattr(wp, "configured_pool_size", lambda: 0)() or 0) > 0
+            elif hasattr(wp, "PooledHTTP"):
+                # worker_threads alone leaves djust's HTTP requests stock:
+                # only a PooledHTTP in the app (threads=None follows
+                # worker_threads) takes them
                 owns = _find_pooled_http(app, wp.PooledHTTP, 0)
         except Exception as exc:  # noqa: BLE001 - djust's internals: bind as usual
             _log(WARNING, "turnstile: cannot read djust's pool settings (%s): binding sync work as usual" % exc)
@@ -703,7 +709,8 @@ def _find_pooled_http(app, cls, depth):
     if depth > 6 or app is None:
         return False
     if isinstance(app, cls):
-        return (getattr(app, "threads", None) or getattr(app, "_threads", None) or 1) > 0
+        size = getattr(app, "_size", None)  # djust 1.3: resolves threads (None: worker_threads)
+        return bool(size is not None and size() > 0)
     inner = []
     mapping = getattr(app, "application_mapping", None)
     if isinstance(mapping, dict):
