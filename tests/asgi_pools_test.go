@@ -9,10 +9,12 @@ package tests
 import (
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -278,6 +280,17 @@ func TestPools_SlowSyncCall(t *testing.T) {
 	time.Sleep(100 * time.Millisecond)
 	b.c.WriteJSON(map[string]any{"n": 0})
 	c.c.WriteJSON(map[string]any{"n": 0})
+	time.Sleep(100 * time.Millisecond)
+	// /debug/threads (admin) meanwhile: the thread runs a's call, 3 bound, b's and c's queued
+	resp, err := adminClient.Get(s.adminURL() + "/debug/threads")
+	if err != nil {
+		t.Fatal(err)
+	}
+	threads, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if !regexp.MustCompile(`ts-sess-0  running \S+: GET /ws/room/ \(open [^)]*\); bound 3, queued 2 from 2 connections`).Match(threads) {
+		t.Errorf("/debug/threads:\n%s\nwant ts-sess-0 running a call of GET /ws/room/, bound 3, queued 2 from 2 connections", threads)
+	}
 	for _, ps := range []*poolsSession{a, b, c} {
 		var f poolsFrame
 		ps.c.SetReadDeadline(time.Now().Add(5 * time.Second))
@@ -295,8 +308,10 @@ func TestPools_SlowSyncCall(t *testing.T) {
 		t.Fatalf("no slow sync call record:\n%s", s.Logs())
 	}
 	stack, _ := slow["stack"].(string)
-	if slow["thread"] != "ts-sess-0" || slow["pinned"] != 3.0 || slow["waiting_conns"] != 2.0 || !strings.Contains(stack, "pools_site.py") {
-		t.Errorf("slow sync call record %v; want ts-sess-0, pinned 3, waiting_conns 2, a stack in pools_site.py", slow)
+	conn, _ := slow["conn"].(string)
+	if slow["thread"] != "ts-sess-0" || slow["pinned"] != 3.0 || slow["waiting_conns"] != 2.0 || !strings.Contains(stack, "pools_site.py") ||
+		!strings.HasPrefix(conn, "GET /ws/room/") {
+		t.Errorf("slow sync call record %v; want ts-sess-0, pinned 3, waiting_conns 2, conn GET /ws/room/, a stack in pools_site.py", slow)
 	}
 }
 

@@ -6,6 +6,7 @@ package asgi
 import "C"
 
 import (
+	"time"
 	"unsafe"
 
 	"turnstile/internal/python"
@@ -27,4 +28,25 @@ func SetPools(http, sess *python.Pool, httpBound int) {
 		s = sess.C()
 	}
 	C.ts_asgi_set_pools(h, s, C.long(httpBound))
+}
+
+// ByTag returns the request or WebSocket a sync call's tag names (the
+// Channel's tag: slot index << 32 | generation), if it is still in
+// flight: for the pools' slow-call records and /debug/threads.
+func ByTag(tag uint64) (InFlight, bool) {
+	idx := int(tag >> 32)
+	slots.mu.Lock()
+	var s *slot
+	if idx < len(slots.all) {
+		s = slots.all[idx]
+	}
+	slots.mu.Unlock()
+	if s == nil || uint32(s.c.gen) != uint32(tag) { // a racy read of gen: diagnostics only
+		return InFlight{}, false
+	}
+	var f InFlight
+	ok := s.conn.Read(func(method, path []byte, start time.Time) {
+		f = InFlight{Method: string(method), Path: string(path), Start: start}
+	})
+	return f, ok
 }

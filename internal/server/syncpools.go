@@ -1,6 +1,8 @@
 package server
 
 import (
+	"fmt"
+	"io"
 	"log/slog"
 	"strconv"
 	"strings"
@@ -142,13 +144,48 @@ func watchSyncPools(cfg *config.Config, log *slog.Logger, m *metrics, pools ...*
 	return func() { close(done) }
 }
 
-// connTag renders a call's tag (_asgi.py: request slot << 32 | generation)
-// as "slot/gen".
+// connTag renders a call's tag (_asgi.py: the Channel's slot << 32 |
+// generation) as the connection it names, "GET /ws/room/ (open 12.3s)",
+// or "slot/gen" once that connection is over.
 func connTag(tag uint64) string {
 	if tag == 0 {
 		return ""
 	}
+	if f, ok := asgi.ByTag(tag); ok {
+		return f.Method + " " + f.Path + " (open " + time.Since(f.Start).Round(time.Millisecond).String() + ")"
+	}
 	return strconv.FormatUint(tag>>32, 10) + "/" + strconv.FormatUint(tag&0xffffffff, 10)
+}
+
+// writeThreads writes /debug/threads: each thread of the pools for sync
+// work, its state (idle, or running a call of which connection for how
+// long), the connections bound to it, its queued calls and the oldest
+// wait among them.
+func writeThreads(w io.Writer) {
+	pools := syncPools.Load()
+	if pools == nil || (pools[0] == nil && pools[1] == nil) {
+		fmt.Fprintln(w, "no pools for sync work (a WSGI worker, or --blocking-threads 0 and --session-threads 0)")
+		return
+	}
+	now := python.Now()
+	for _, p := range pools {
+		if p == nil {
+			continue
+		}
+		for i := range p.Threads() {
+			st := p.ThreadStats(i, false)
+			state := "idle"
+			if st.RunningSince != 0 {
+				state = "running " + time.Duration(now-st.RunningSince).Round(time.Millisecond).String() + ": " + connTag(st.RunningTag)
+			}
+			oldest := ""
+			if st.OldestQueued != 0 {
+				oldest = ", oldest waiting " + time.Duration(now-st.OldestQueued).Round(time.Millisecond).String()
+			}
+			fmt.Fprintf(w, "%s  %s; bound %d, queued %d from %d connections%s; busy %.3fs, %d calls\n",
+				p.ThreadName(i), state, st.Bound, st.Queued, st.WaitingConns, oldest, st.Busy.Seconds(), st.Calls)
+		}
+	}
 }
 
 // syncPoolCollector exports the pools' threads: per {pool, thread} the

@@ -298,6 +298,10 @@ func startAdmin(cfg *config.Config, log *slog.Logger, ready *atomic.Bool, m *met
 		}
 		json.NewEncoder(w).Encode(stalls)
 	})
+	mux.HandleFunc("/debug/threads", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		writeThreads(w) // syncpools.go
+	})
 	mux.Handle("/metrics", promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{}))
 	hs := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelDebug)}
 	go hs.Serve(ln)
