@@ -443,3 +443,46 @@ func poolsThreadLine(page string) string {
 	}
 	return "(no Thread: line)"
 }
+
+// The HTTP pool's bound: with --blocking-threads 1 --queue-size 2, at most
+// 3 requests are bound at once; more are answered 503 + Retry-After before
+// the app runs, and the pool serves again once they end.
+func TestPools_HTTPFull503(t *testing.T) {
+	poolsNeedChannels(t)
+	t.Setenv("POOLS_DB", filepath.Join(t.TempDir(), "pools.sqlite3"))
+	s := Start(t, "--blocking-threads", "1", "--queue-size", "2", poolsApp)
+	type result struct {
+		code  int
+		retry string
+	}
+	results := make(chan result, 8)
+	for range 8 {
+		go func() {
+			resp, err := http.Get(s.URL + "/orm/?sleep=0.5")
+			if err != nil {
+				results <- result{code: -1}
+				return
+			}
+			resp.Body.Close()
+			results <- result{resp.StatusCode, resp.Header.Get("Retry-After")}
+		}()
+	}
+	ok, busy := 0, 0
+	for range 8 {
+		r := <-results
+		switch {
+		case r.code == 200:
+			ok++
+		case r.code == 503 && r.retry == "1":
+			busy++
+		default:
+			t.Errorf("status %d, Retry-After %q; want 200, or 503 with Retry-After: 1", r.code, r.retry)
+		}
+	}
+	if ok != 3 || busy != 5 {
+		t.Errorf("%d answered, %d 503; want 3 and 5 (1 thread + 2 queued)", ok, busy)
+	}
+	if code, _ := s.Get(t, "/orm/"); code != 200 {
+		t.Errorf("GET /orm/ after the burst = %d; want 200", code)
+	}
+}

@@ -18,6 +18,10 @@ import (
 	"turnstile/internal/workerctl"
 )
 
+// httpCallsPerRequest bounds the calls one bound HTTP request may have
+// queued at once, on average (startSyncPools).
+const httpCallsPerRequest = 4
+
 // syncPools holds an ASGI worker's pools for sync work, HTTP then
 // session (either nil when off), for metrics and /debug/threads.
 var syncPools atomic.Pointer[[2]*python.Pool]
@@ -29,17 +33,23 @@ var syncPools atomic.Pointer[[2]*python.Pool]
 // (asgi.SetPools). At most blocking_threads + queue_size HTTP requests
 // are bound at once; more are answered 503 before the app runs.
 func startSyncPools(cfg *config.Config, log *slog.Logger) (httpPool, sessPool *python.Pool, err error) {
-	start := func(name string, n int) (*python.Pool, error) {
+	start := func(name string, n, calls int) (*python.Pool, error) {
 		if n == 0 {
 			return nil, nil
 		}
-		return python.StartPool(python.PoolConfig{Name: name, Threads: n, QueueSize: cfg.QueueSize,
+		return python.StartPool(python.PoolConfig{Name: name, Threads: n, QueueSize: calls,
 			NoTurn: !cfg.Switches.PoolTurn, NoBatch: !cfg.Switches.PoolBatch})
 	}
-	if httpPool, err = start("ts-http", cfg.BlockingThreads); err != nil {
+	// The bound rule, per pool, on calls queued: the HTTP pool's requests
+	// are bounded first (blocking_threads + queue_size, 503 past it), and
+	// one request may have a few calls queued at once (asgiref gathers the
+	// sync receivers of a Django signal: httpCallsPerRequest); a session
+	// pool queues at most --queue-size calls (past it the app's
+	// sync_to_async raises RuntimeError).
+	if httpPool, err = start("ts-http", cfg.BlockingThreads, httpCallsPerRequest*(cfg.BlockingThreads+cfg.QueueSize)); err != nil {
 		return nil, nil, err
 	}
-	if sessPool, err = start("ts-sess", cfg.SessionThreads); err != nil {
+	if sessPool, err = start("ts-sess", cfg.SessionThreads, cfg.QueueSize); err != nil {
 		return nil, nil, err
 	}
 	asgi.SetPools(httpPool, sessPool, cfg.BlockingThreads+cfg.QueueSize)
