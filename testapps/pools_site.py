@@ -62,11 +62,16 @@ def orm_view(request):
     return JsonResponse(dict(where(), conn=id(connection.connection), hits=n))
 
 
+def sleep_view(request):
+    time.sleep(float(request.GET.get("s", "1")))
+    return JsonResponse(dict(where(), pid=os.getpid()))
+
+
 def raise_view(request):
     raise ValueError("boom from a sync view")
 
 
-urlpatterns = [path("orm/", orm_view), path("raise/", raise_view)]
+urlpatterns = [path("orm/", orm_view), path("sleep/", sleep_view), path("raise/", raise_view)]
 
 
 class Room(WebsocketConsumer):

@@ -486,3 +486,102 @@ func TestPools_HTTPFull503(t *testing.T) {
 		t.Errorf("GET /orm/ after the burst = %d; want 200", code)
 	}
 }
+
+// Overload: 400 concurrent requests to a Django sync view that sleeps 1 s.
+// With --blocking-threads 50 the worker's thread count stays at its idle
+// count plus a fixed few (the requests wait as coroutines); with 0 Django
+// starts a thread per request (asgiref's behaviour).
+func TestPools_Overload400(t *testing.T) {
+	poolsNeedChannels(t)
+	for _, arm := range []struct {
+		threads string
+		bounded bool
+	}{{"50", true}, {"0", false}} {
+		t.Run("blocking-threads="+arm.threads, func(t *testing.T) {
+			s := Start(t, "--blocking-threads", arm.threads, poolsApp)
+			var first struct {
+				PID int `json:"pid"`
+			}
+			getJSON(t, s, "/sleep/?s=0", &first)
+			status := func(field string) int { // a number of /proc/<worker>/status
+				b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", first.PID))
+				if err != nil {
+					return -1
+				}
+				var n int
+				for _, line := range strings.Split(string(b), "\n") {
+					if v, ok := strings.CutPrefix(line, field+":"); ok {
+						fmt.Sscan(v, &n)
+					}
+				}
+				return n
+			}
+			threads := func() int { return status("Threads") }
+			idle := threads()
+			stop := make(chan struct{})
+			peak := make(chan int)
+			go func() {
+				max := 0
+				for {
+					select {
+					case <-stop:
+						peak <- max
+						return
+					case <-time.After(50 * time.Millisecond):
+						if n := threads(); n > max {
+							max = n
+						}
+					}
+				}
+			}()
+			client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 400}, Timeout: 30 * time.Second}
+			var wg sync.WaitGroup
+			var mu sync.Mutex
+			codes := map[int]int{}
+			var firstErr error
+			go func() { // a request not answered in 15 s: show what the threads do
+				time.Sleep(15 * time.Second)
+				select {
+				case <-stop:
+				default:
+					if resp, err := adminClient.Get(s.adminURL() + "/debug/threads"); err == nil {
+						b, _ := io.ReadAll(resp.Body)
+						resp.Body.Close()
+						t.Logf("/debug/threads after 15 s:\n%s", b)
+					}
+				}
+			}()
+			for range 400 {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					code := -1
+					resp, err := client.Get(s.URL + "/sleep/?s=1")
+					if err == nil {
+						resp.Body.Close()
+						code = resp.StatusCode
+					}
+					mu.Lock()
+					if err != nil && firstErr == nil {
+						firstErr = err
+					}
+					codes[code]++
+					mu.Unlock()
+				}()
+			}
+			wg.Wait()
+			close(stop)
+			max := <-peak
+			t.Logf("idle %d threads, peak %d during the burst; VmHWM %d kB; statuses %v", idle, max, status("VmHWM"), codes)
+			if codes[200] != 400 {
+				t.Errorf("statuses %v (first error: %v); want 400 × 200", codes, firstErr)
+			}
+			if arm.bounded && max > idle+8 {
+				t.Errorf("peak %d threads; want at most %d (idle %d + 8)", max, idle+8, idle)
+			}
+			if !arm.bounded && max < idle+300 {
+				t.Errorf("peak %d threads with a thread per request; want at least %d", max, idle+300)
+			}
+		})
+	}
+}

@@ -15,9 +15,14 @@
  *
  * Binding is bookkeeping: ts_pool_bind picks the least-loaded thread and
  * counts the connection on it (bound), ts_pool_unbind uncounts it. For
- * sessions the fewest bound wins (they live long); for HTTP requests the
- * fewest queued + running (a burst bound before any call spreads by the
- * bound count, the second key).
+ * sessions the fewest bound wins (they live long), then the fewest queued
+ * + running. For HTTP requests the fewest bound + running (a request
+ * cancelled mid-call released its binding but still holds the thread),
+ * then the fewest queued. Not the queue length first: a burst of requests
+ * binds before any of them submitted a call, and a thread that was
+ * between two calls for a moment (queue 0, not running) then took every
+ * request of the burst (measured: 52 requests bound to one thread of 50,
+ * the last answered after 30 s).
  */
 #include "pool_impl.h"
 
@@ -146,8 +151,8 @@ ts_pool_bind(ts_pool *p, int policy, long limit)
             b = load;
         }
         else {
-            a = load;
-            b = l->bound;
+            a = l->bound + l->running;
+            b = l->queued;
         }
         if (best < 0 || a < k1 || (a == k1 && b < k2)) {
             best = i;

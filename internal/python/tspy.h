@@ -200,7 +200,7 @@ enum { TS_BIND_SESSION = 0, TS_BIND_HTTP = 1 };
 /* ts_pool_bind counts a connection on the least-loaded thread of p and
  * returns its index, or -1 when limit connections are bound already
  * (limit < 0: no limit). TS_BIND_SESSION orders by (bound, queued +
- * running, index), TS_BIND_HTTP by (queued + running, bound, index).
+ * running, index), TS_BIND_HTTP by (bound + running, queued, index).
  * ts_pool_unbind uncounts one. Any thread; never blocks for long. */
 int ts_pool_bind(ts_pool *p, int policy, long limit);
 void ts_pool_unbind(ts_pool *p, int i);
