@@ -291,6 +291,9 @@ func TestPools_SlowSyncCall(t *testing.T) {
 	if !regexp.MustCompile(`ts-sess-0  running \S+: GET /ws/room/ \(open [^)]*\); bound 3, queued 2 from 2 connections`).Match(threads) {
 		t.Errorf("/debug/threads:\n%s\nwant ts-sess-0 running a call of GET /ws/room/, bound 3, queued 2 from 2 connections", threads)
 	}
+	if n := strings.Count(string(threads), "    bound: GET /ws/room/ (open "); n != 3 {
+		t.Errorf("/debug/threads lists %d bound sessions; want 3:\n%s", n, threads)
+	}
 	for _, ps := range []*poolsSession{a, b, c} {
 		var f poolsFrame
 		ps.c.SetReadDeadline(time.Now().Add(5 * time.Second))

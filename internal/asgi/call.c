@@ -210,34 +210,37 @@ ts_mod_call_submit(PyObject *mod, PyObject *args)
     Py_RETURN_NONE;
 }
 
-/* _turnstile_asgi.pool_bind(which) -> thread index, or -1 when the pool
- * is off or (HTTP) blocking_threads + queue_size requests are bound. */
+/* _turnstile_asgi.pool_bind(which, tag) -> thread index, or -1 when the
+ * pool is off or (HTTP) blocking_threads + queue_size requests are bound.
+ * tag: the connection's (Channel.tag), listed on the thread meanwhile. */
 PyObject *
-ts_mod_pool_bind(PyObject *mod, PyObject *arg)
+ts_mod_pool_bind(PyObject *mod, PyObject *args)
 {
-    long which = PyLong_AsLong(arg);
+    int which;
+    unsigned long long tag;
 
-    if (which == -1 && PyErr_Occurred()) {
+    if (!PyArg_ParseTuple(args, "iK:pool_bind", &which, &tag)) {
         return NULL;
     }
     if (which < 0 || which > 1 || pools[which] == NULL) {
         return PyLong_FromLong(-1);
     }
     return PyLong_FromLong(ts_pool_bind(pools[which], which == 0 ? TS_BIND_HTTP : TS_BIND_SESSION,
-                                        which == 0 ? http_limit : -1));
+                                        which == 0 ? http_limit : -1, tag));
 }
 
-/* _turnstile_asgi.pool_release(which, i): undo one pool_bind. */
+/* _turnstile_asgi.pool_release(which, i, tag): undo one pool_bind. */
 PyObject *
 ts_mod_pool_release(PyObject *mod, PyObject *args)
 {
     int which, i;
+    unsigned long long tag;
 
-    if (!PyArg_ParseTuple(args, "ii:pool_release", &which, &i)) {
+    if (!PyArg_ParseTuple(args, "iiK:pool_release", &which, &i, &tag)) {
         return NULL;
     }
     if (which >= 0 && which <= 1 && pools[which] != NULL) {
-        ts_pool_unbind(pools[which], i);
+        ts_pool_unbind(pools[which], i, tag);
     }
     Py_RETURN_NONE;
 }

@@ -264,7 +264,7 @@ static PyMethodDef mod_methods[] = {
     {"set_thread_name", mod_set_thread_name, METH_O, "name the calling thread for the OS"},
     {"http_setup", ts_mod_http_setup, METH_O, "set the exception of a send() after a disconnect"},
     {"call_submit", ts_mod_call_submit, METH_VARARGS, "run a sync call on a pool thread"},
-    {"pool_bind", ts_mod_pool_bind, METH_O, "bind a connection to a pool's least-loaded thread"},
+    {"pool_bind", ts_mod_pool_bind, METH_VARARGS, "bind a connection to a pool's least-loaded thread"},
     {"pool_release", ts_mod_pool_release, METH_VARARGS, "undo pool_bind"},
     {"pool_threads", ts_mod_pool_threads, METH_O, "a pool's thread count (0: off)"},
     {NULL, NULL, 0, NULL},

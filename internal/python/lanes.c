@@ -26,6 +26,7 @@
  */
 #include "pool_impl.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 ts_job *
@@ -128,8 +129,25 @@ ts_pool_submit_to(ts_pool *p, int i, ts_job *job)
     return 0;
 }
 
+/* lane_tag_add records tag on l (p->lock held); a failed allocation only
+ * leaves it out of the list /debug/threads prints. */
+static void
+lane_tag_add(ts_lane *l, uint64_t tag)
+{
+    if (l->ntags == l->tags_cap) {
+        long cap = l->tags_cap ? 2 * l->tags_cap : 8;
+        uint64_t *t = realloc(l->tags, cap * sizeof(*t));
+        if (t == NULL) {
+            return;
+        }
+        l->tags = t;
+        l->tags_cap = cap;
+    }
+    l->tags[l->ntags++] = tag;
+}
+
 int
-ts_pool_bind(ts_pool *p, int policy, long limit)
+ts_pool_bind(ts_pool *p, int policy, long limit, uint64_t tag)
 {
     long total = 0;
     int i, best = -1;
@@ -161,21 +179,52 @@ ts_pool_bind(ts_pool *p, int policy, long limit)
         }
     }
     p->lanes[best].bound++;
+    lane_tag_add(&p->lanes[best], tag);
     pthread_mutex_unlock(&p->lock);
     return best;
 }
 
 void
-ts_pool_unbind(ts_pool *p, int i)
+ts_pool_unbind(ts_pool *p, int i, uint64_t tag)
 {
+    ts_lane *l;
+    long k, n;
+
     if (i < 0 || i >= p->nthreads) {
         return;
     }
+    l = &p->lanes[i];
     pthread_mutex_lock(&p->lock);
-    if (p->lanes[i].bound > 0) {
-        p->lanes[i].bound--;
+    if (l->bound > 0) {
+        n = l->ntags;
+        for (k = 0; k < n && l->tags[k] != tag; k++) {
+        }
+        if (k < n) {
+            l->tags[k] = l->tags[n - 1];  /* order is not kept */
+            l->ntags--;
+        }
+        l->bound--;
     }
     pthread_mutex_unlock(&p->lock);
+}
+
+int
+ts_pool_thread_tags(ts_pool *p, int i, uint64_t *out, int max)
+{
+    ts_lane *l;
+    long k, n;
+
+    if (i < 0 || i >= p->nthreads) {
+        return 0;
+    }
+    l = &p->lanes[i];
+    pthread_mutex_lock(&p->lock);
+    n = l->ntags;
+    for (k = 0; k < n && k < max; k++) {
+        out[k] = l->tags[k];
+    }
+    pthread_mutex_unlock(&p->lock);
+    return (int)k;
 }
 
 int

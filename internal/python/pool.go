@@ -239,3 +239,18 @@ func (p *Pool) ThreadStats(i int, resetWaitMax bool) LaneStats {
 		Calls: uint64(s.calls),
 	}
 }
+
+// BoundTags returns the tags of the connections bound to thread i (at
+// most max), as the binder gave them (ts_pool_bind).
+func (p *Pool) BoundTags(i, max int) []uint64 {
+	if max <= 0 {
+		return nil
+	}
+	buf := make([]C.uint64_t, max)
+	n := int(C.ts_pool_thread_tags(p.c, C.int(i), &buf[0], C.int(max)))
+	out := make([]uint64, n)
+	for k := range out {
+		out[k] = uint64(buf[k])
+	}
+	return out
+}

@@ -16,6 +16,9 @@ typedef struct ts_lane {
     ts_job *head, *tail;
     long queued;              /* jobs on this lane */
     long bound;               /* connections bound to the thread (ts_pool_bind) */
+    uint64_t *tags;           /* their tags (ntags of them, fewer only after a
+                                 failed allocation; malloc'd, tags_cap) */
+    long ntags, tags_cap;
     int running;              /* the thread runs a job (lane or shared) */
     int64_t running_since_ns; /* when it took it; 0 when idle */
     uint64_t running_tag;     /* the job's tag */

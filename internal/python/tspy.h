@@ -201,9 +201,14 @@ enum { TS_BIND_SESSION = 0, TS_BIND_HTTP = 1 };
  * returns its index, or -1 when limit connections are bound already
  * (limit < 0: no limit). TS_BIND_SESSION orders by (bound, queued +
  * running, index), TS_BIND_HTTP by (bound + running, queued, index).
- * ts_pool_unbind uncounts one. Any thread; never blocks for long. */
-int ts_pool_bind(ts_pool *p, int policy, long limit);
-void ts_pool_unbind(ts_pool *p, int i);
+ * tag names the connection (its tag is listed on the thread until
+ * ts_pool_unbind with the same tag uncounts it). Any thread; never blocks
+ * for long. */
+int ts_pool_bind(ts_pool *p, int policy, long limit, uint64_t tag);
+void ts_pool_unbind(ts_pool *p, int i, uint64_t tag);
+/* ts_pool_thread_tags copies up to max tags of the connections bound to
+ * thread i (the bind's tag) into out and returns how many. */
+int ts_pool_thread_tags(ts_pool *p, int i, uint64_t *out, int max);
 int ts_pool_threads(ts_pool *p);
 
 /* Thread i of a pool, read under the pool's lock. Monotonic ns; 0 for

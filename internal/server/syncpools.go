@@ -194,6 +194,13 @@ func writeThreads(w io.Writer) {
 			}
 			fmt.Fprintf(w, "%s  %s; bound %d, queued %d from %d connections%s; busy %.3fs, %d calls\n",
 				p.ThreadName(i), state, st.Bound, st.Queued, st.WaitingConns, oldest, st.Busy.Seconds(), st.Calls)
+			const shown = 50
+			for _, tag := range p.BoundTags(i, shown) {
+				fmt.Fprintf(w, "    bound: %s\n", connTag(tag))
+			}
+			if st.Bound > shown {
+				fmt.Fprintf(w, "    bound: … %d more\n", st.Bound-shown)
+			}
 		}
 	}
 }

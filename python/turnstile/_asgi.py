@@ -653,20 +653,20 @@ def _bind(which, tag, app):
     var = b[0]
     if var.get(None) is not None or ("djust" in _modules and _djust_owns(which, app)):
         return None
-    i = _bridge.pool_bind(which)
+    i = _bridge.pool_bind(which, tag)
     if i < 0:
         return -1
-    return (which, i, var.set(b[1][which][i]), _conn_tag.set(tag))
+    return (which, i, var.set(b[1][which][i]), _conn_tag.set(tag), tag)
 
 
 def _unbind(bound):
-    which, i, token, tag_token = bound
+    which, i, token, tag_token, tag = bound
     try:
         _binding[0].reset(token)
         _conn_tag.reset(tag_token)
     except ValueError:
         pass  # the app's task switched contexts: nothing to restore
-    _bridge.pool_release(which, i)
+    _bridge.pool_release(which, i, tag)
 
 
 _djust_state = {}  # which -> True (djust runs its own pool) / False
