@@ -54,9 +54,15 @@ func TestLogs_JSONFieldTypes(t *testing.T) {
 					fromMaster++
 				}
 				if rec["msg"] == "worker listening" && rec["interface"] == "asgi" {
-					for _, k := range []string{"blocking_threads", "turnstile_barrier", "gil_wait_timing"} {
+					for _, k := range []string{"turnstile_barrier", "gil_wait_timing"} {
 						if _, ok := rec[k]; ok {
 							t.Errorf("ASGI worker's listening record has the WSGI setting %s: %s", k, line)
+						}
+					}
+					// its pools for sync work (issue 20): --blocking-threads is the HTTP one
+					for _, k := range []string{"blocking_threads", "session_threads"} {
+						if _, ok := rec[k]; !ok {
+							t.Errorf("ASGI worker's listening record lacks %s: %s", k, line)
 						}
 					}
 				}

@@ -34,7 +34,8 @@ enum {
     TS_EV_WS_NEW = 6,     /* a WebSocket handshake: scope from the slot's block */
     TS_EV_WS_MSG = 7,     /* a WebSocket message (data; more: 1 text, 2 binary) */
     TS_EV_WS_CLOSE = 8,   /* the WebSocket ended (data: reason; more: code) */
-    TS_EV_PROBE = 9       /* the watchdog's probe (data: push time, ns); never reaches Python */
+    TS_EV_PROBE = 9,      /* the watchdog's probe (data: push time, ns); never reaches Python */
+    TS_EV_CALL_DONE = 10  /* a pool thread ran a sync call (data: the ts_call pointer; call.c) */
 };
 
 /* Records in a WebSocket slot's output buffer once the handshake is
@@ -246,5 +247,17 @@ int ts_asgi_setup(void);
 ts_loop *ts_loop_new(int index, const ts_loop_config *cfg, uintptr_t handle);
 void ts_loop_read(ts_loop *loop, int64_t *beat, int64_t *lag, uint64_t *seq, PyThreadState **tstate);
 int ts_loop_start(ts_loop *loop);
+
+/* call.c: sync calls on the ASGI pools (docs/design.md, "Sync work of
+ * async apps"). ts_asgi_set_pools: Go, before the loop starts (NULL: off;
+ * http_bound: how many HTTP requests may be bound at once). */
+void ts_asgi_set_pools(void *http, void *sess, long http_bound);
+PyObject *ts_call_done_tuple(const ts_event *ev);
+PyObject *ts_mod_call_submit(PyObject *mod, PyObject *args);
+PyObject *ts_mod_pool_bind(PyObject *mod, PyObject *arg);
+PyObject *ts_mod_pool_release(PyObject *mod, PyObject *args);
+PyObject *ts_mod_pool_threads(PyObject *mod, PyObject *arg);
+/* loop.c: the ts_loop of a LoopBridge object, or NULL for anything else. */
+ts_loop *ts_bridge_loop(PyObject *bridge);
 
 #endif /* TS_ASGI_H */

@@ -57,8 +57,11 @@ type slot struct {
 	ready chan struct{} // the loop has something for Go (ready.go)
 	// take receives ts_asgi_take's result; in C memory, so that the hot
 	// cgo call passes no Go pointer for cgocheck to inspect.
-	take  *C.ts_asgi_take_result
-	rec   inflight.Record // the request being served, for Requests (watch.go)
+	take *C.ts_asgi_take_result
+	rec  inflight.Record // the request being served, for Requests (watch.go)
+	// conn is the connection the slot serves, a WebSocket for its whole
+	// session (rec ends at the accept): for ByTag (pools.go).
+	conn  inflight.Record
 	block []byte
 	path  []byte
 	lower []byte
@@ -133,6 +136,8 @@ func (h *Handler) ServeHTTP1(w *http1.ResponseWriter, r *http1.Request) {
 	defer C.ts_asgi_release(s.c)
 	s.rec.Begin(start, r.Method, r.Path)
 	defer s.rec.End()
+	s.conn.Begin(start, r.Method, r.Path)
+	defer s.conn.End()
 
 	// 1. The scope block, and the body if it is all here and small.
 	block, n := s.buildScope(r, h.RootPath)

@@ -47,6 +47,7 @@ typedef struct {
  *   (6, channel, scope)               new WebSocket
  *   (7, cycle, message)               websocket.receive message
  *   (8, cycle, message)               websocket.disconnect message
+ *   (10, fut, ok, value)              a sync call ran (call.c)
  * Returns a new reference, Py_None for a stale event, NULL on error. */
 static PyObject *
 event_tuple(ts_loop *loop, ts_event *ev)
@@ -73,6 +74,9 @@ event_tuple(ts_loop *loop, ts_event *ev)
         }
         atomic_fetch_add_explicit(&loop->probe_seq, 1, memory_order_release);
         Py_RETURN_NONE;
+    }
+    if (ev->type == TS_EV_CALL_DONE) {
+        return ts_call_done_tuple(ev);  /* (10, fut, ok, value) */
     }
     if (ev->type == TS_EV_WS_NEW) {
         ts_channel *ch = ts_channel_new(s, ev->gen);
@@ -186,6 +190,15 @@ bridge_drain(LoopBridge *self, PyObject *unused)
     return list;
 }
 
+ts_loop *
+ts_bridge_loop(PyObject *bridge)
+{
+    if (bridge_type == NULL || Py_TYPE(bridge) != bridge_type) {
+        return NULL;
+    }
+    return ((LoopBridge *)bridge)->loop;
+}
+
 /* LoopBridge.set_state(dict): the lifespan state copied into the loop's scopes. */
 static PyObject *
 bridge_set_state(LoopBridge *self, PyObject *d)
@@ -249,6 +262,10 @@ mod_set_thread_name(PyObject *mod, PyObject *arg)
 static PyMethodDef mod_methods[] = {
     {"set_thread_name", mod_set_thread_name, METH_O, "name the calling thread for the OS"},
     {"http_setup", ts_mod_http_setup, METH_O, "set the exception of a send() after a disconnect"},
+    {"call_submit", ts_mod_call_submit, METH_VARARGS, "run a sync call on a pool thread"},
+    {"pool_bind", ts_mod_pool_bind, METH_VARARGS, "bind a connection to a pool's least-loaded thread"},
+    {"pool_release", ts_mod_pool_release, METH_VARARGS, "undo pool_bind"},
+    {"pool_threads", ts_mod_pool_threads, METH_O, "a pool's thread count (0: off)"},
     {NULL, NULL, 0, NULL},
 };
 

@@ -283,7 +283,16 @@ flag_set(Channel *self, PyObject *v, void *offset)
     return 0;
 }
 
+/* Channel.tag: the connection's name for the sync-work pools (call.c):
+ * slot index << 32 | generation; metrics and logs show it as slot/gen. */
+static PyObject *
+tag_get(Channel *self, void *unused)
+{
+    return PyLong_FromUnsignedLongLong(((unsigned long long)self->slot->index << 32) | self->gen);
+}
+
 PyGetSetDef ts_channel_getset[] = {
+    {"tag", (getter)tag_get, NULL, "slot << 32 | generation (sync-work pools)", NULL},
     {"started", (getter)flag_get, NULL, "http.response.start was sent", (void *)offsetof(Channel, started)},
     {"complete", (getter)flag_get, NULL, "the final body (or pathsend) was sent", (void *)offsetof(Channel, complete)},
     {"disconnected", (getter)flag_get, (setter)flag_set, "the client has left: send() raises",

@@ -123,6 +123,12 @@ func (h *Handler) serveWebSocket(w *http1.ResponseWriter, r *http1.Request) {
 	}()
 	s.rec.Begin(time.Now(), r.Method, r.Path)
 	defer s.rec.End()
+	s.conn.Begin(time.Now(), r.Method, r.Path)
+	defer func() {
+		if held {
+			s.conn.End() // not accepted; else finish ends it
+		}
+	}()
 	up := h.ws()
 	cfg := up.Config()
 
@@ -403,6 +409,7 @@ func (ws *wsSession) finish() {
 	ws.released = true
 	ws.mu.Unlock()
 	wsUnregister(ws)
+	ws.s.conn.End()
 	C.ts_asgi_release(ws.s.c)
 }
 

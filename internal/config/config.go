@@ -28,7 +28,11 @@ const (
 	DefaultPort            = 8000
 	DefaultAdminBind       = "127.0.0.1:9191"
 	DefaultBlockingThreads = 4
-	MaxRequestBufferBytes  = 64 << 20 // per request, in memory: more is spooled to disk
+	// DefaultSessionThreads is --session-threads: on the GIL build a pool
+	// adds overlap of waits (a database commit) and isolation, not CPU;
+	// 4, as --blocking-threads, keeps a worker at 8 database connections.
+	DefaultSessionThreads = 4
+	MaxRequestBufferBytes = 64 << 20 // per request, in memory: more is spooled to disk
 )
 
 // Config is the whole configuration of a turnstile worker.
@@ -88,6 +92,11 @@ type Config struct {
 	// BlockingThreads is the number of Python threads running WSGI
 	// requests. Default 4.
 	BlockingThreads int `json:"blocking_threads,omitempty"`
+	// SessionThreads is the number of Python threads running the
+	// thread-sensitive sync calls of ASGI WebSocket sessions, each session
+	// pinned to one (docs/design.md, "Sync work of async apps"). Default
+	// 4; 0: off (asgiref's one thread for every session).
+	SessionThreads int `json:"session_threads,omitempty"`
 	// QueueSize bounds the requests waiting for a Python thread; a
 	// request arriving at a full queue is answered 503 with Retry-After.
 	// Default 1024.
@@ -512,8 +521,11 @@ func (c *Config) Validate() error {
 	if c.Port < 0 || c.Port > 65535 {
 		bad("--port %d: want 0..65535", c.Port)
 	}
-	if c.BlockingThreads < 1 || c.BlockingThreads > 1024 {
-		bad("--blocking-threads %d: want 1..1024", c.BlockingThreads)
+	if c.BlockingThreads < 0 || c.BlockingThreads > 1024 {
+		bad("--blocking-threads %d: want 0..1024 (0: off, ASGI only)", c.BlockingThreads)
+	}
+	if c.SessionThreads < 0 || c.SessionThreads > 1024 {
+		bad("--session-threads %d: want 0..1024 (0: off)", c.SessionThreads)
 	}
 	if c.QueueSize < 1 {
 		bad("--queue-size %d: want at least 1", c.QueueSize)

@@ -49,6 +49,7 @@
  * threads on its list.
  */
 #include "tspy.h"
+#include "pool_impl.h"
 
 #include <errno.h>
 #include <sched.h>
@@ -59,23 +60,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
-
-struct ts_pool {
-    pthread_mutex_t lock;
-    ts_job *head, *tail;      /* guarded by lock */
-    long queued, busy, idle;  /* guarded by lock; idle = parked, not yet woken */
-    int *parked;              /* idle stack of thread indexes, guarded by lock */
-    sem_t *parks;             /* one per thread: a parked thread waits on its own */
-    long queue_bound;
-    int stopping;             /* guarded by lock */
-    int nthreads;             /* set before the threads start, then read-only */
-    int batch;                /* the threads run under SCHED_BATCH */
-    pthread_t *tids;
-    ts_thread *threads;
-    PyInterpreterState *interp;
-    char name[TS_POOL_NAME_MAX + 1];
-    ts_wakelist done;         /* finished jobs, for Go's dispatcher */
-};
 
 static ts_job *
 pop_locked(ts_pool *p)
@@ -129,19 +113,24 @@ pool_main(void *arg)
          * that lost the race for it; it waits in the FIFO queue and the
          * thread holding the GIL takes it. */
         pthread_mutex_lock(&p->lock);
-        job = pop_locked(p);
+        job = lane_pop_locked(p, t->index);
+        if (job == NULL) {
+            job = pop_locked(p);
+        }
         if (job != NULL) {
             p->busy++;
+            lane_start_locked(p, t->index, job);
         }
         pthread_mutex_unlock(&p->lock);
         if (job == NULL) {
             int stop;
             ts_thread_detach(t, 0);
             pthread_mutex_lock(&p->lock);
-            while (p->head == NULL && !p->stopping) {
+            while (p->head == NULL && p->lanes[t->index].head == NULL && !p->stopping) {
                 /* Park: whoever queues a job (or stops the pool) pops
                  * this thread off the idle stack and posts its own
                  * semaphore. */
+                p->parked_at[t->index] = p->idle;
                 p->parked[p->idle++] = t->index;
                 pthread_mutex_unlock(&p->lock);
                 while (sem_wait(&p->parks[t->index]) != 0) {
@@ -149,7 +138,7 @@ pool_main(void *arg)
                 }
                 pthread_mutex_lock(&p->lock);
             }
-            stop = p->head == NULL;  /* stopping, and nothing left to serve */
+            stop = p->head == NULL && p->lanes[t->index].head == NULL;  /* stopping, nothing left */
             pthread_mutex_unlock(&p->lock);
             if (stop) {
                 break;
@@ -160,9 +149,10 @@ pool_main(void *arg)
         t->gil_wait_ns = 0;  /* from here on, waits inside CPython count */
         job->thread_index = t->index;
         job->started_ns = ts_now_ns();
-        job->run(job, t);
+        job->run(job, t);  /* may free job */
         pthread_mutex_lock(&p->lock);
         p->busy--;
+        lane_end_locked(p, t->index);
         pthread_mutex_unlock(&p->lock);
         /* A job boundary: hand the GIL over if the turnstile says so
          * (thread.c), before taking the next job. */
@@ -201,7 +191,12 @@ ts_pool_start(const char *name, int n, int queue_size, size_t stack_bytes, int b
     p->threads = calloc(n, sizeof(*p->threads));
     p->parked = calloc(n, sizeof(*p->parked));
     p->parks = calloc(n, sizeof(*p->parks));
-    if (p->tids == NULL || p->threads == NULL || p->parked == NULL || p->parks == NULL) {
+    p->parked_at = calloc(n, sizeof(*p->parked_at));
+    p->lanes = calloc(n, sizeof(*p->lanes));
+    if (p->tids == NULL || p->threads == NULL || p->parked == NULL || p->parks == NULL || p->parked_at == NULL ||
+        p->lanes == NULL) {
+        free(p->parked_at);
+        free(p->lanes);
         free(p->tids);
         free(p->threads);
         free(p->parked);
@@ -220,6 +215,7 @@ ts_pool_start(const char *name, int n, int queue_size, size_t stack_bytes, int b
     p->done.id_of = done_id;
     for (i = 0; i < n; i++) {
         sem_init(&p->parks[i], 0, 0);
+        p->parked_at[i] = -1;
         p->threads[i].kind = TS_KIND_POOL;
         p->threads[i].index = i;
         p->threads[i].pool = p;
@@ -251,6 +247,7 @@ ts_pool_submit(ts_pool *p, ts_job *job)
     job->enqueued_ns = ts_now_ns();
     job->next = NULL;
     job->prev = NULL;
+    job->lane = -1;
     pthread_mutex_lock(&p->lock);
     if (p->stopping || p->queued >= p->queue_bound) {
         pthread_mutex_unlock(&p->lock);
@@ -268,6 +265,7 @@ ts_pool_submit(ts_pool *p, ts_job *job)
     p->queued++;
     if (p->idle > 0) {
         wake = p->parked[--p->idle];
+        p->parked_at[wake] = -1;
     }
     pthread_mutex_unlock(&p->lock);
     if (wake >= 0) {
@@ -286,7 +284,7 @@ ts_pool_cancel(ts_pool *p, ts_job *job)
      * both. Unlinked through prev/next, in O(1): a burst of 2 000
      * abandoned requests is withdrawn without walking the queue. */
     pthread_mutex_lock(&p->lock);
-    if (job->state == TS_JOB_QUEUED) {
+    if (job->state == TS_JOB_QUEUED && job->lane < 0) {  /* lane jobs are not withdrawn */
         if (job->prev != NULL) {
             job->prev->next = job->next;
         }
@@ -316,7 +314,9 @@ ts_pool_stop(ts_pool *p)
     pthread_mutex_lock(&p->lock);
     p->stopping = 1;
     while (p->idle > 0) {
-        sem_post(&p->parks[p->parked[--p->idle]]);
+        int i = p->parked[--p->idle];
+        p->parked_at[i] = -1;
+        sem_post(&p->parks[i]);
     }
     pthread_mutex_unlock(&p->lock);
     for (i = 0; i < p->nthreads; i++) {
@@ -331,7 +331,7 @@ ts_pool_get_stats(ts_pool *p, ts_pool_stats *s)
     s->threads = p->nthreads;
     s->busy = p->busy;
     s->idle = p->idle;
-    s->queued = p->queued;
+    s->queued = p->queued + p->lane_queued;
     s->queue_size = p->queue_bound;
     pthread_mutex_unlock(&p->lock);
 }

@@ -177,3 +177,55 @@ func (p *Pool) Dispatch(wake func(id uintptr)) error {
 	})
 	return p.dispatch.err
 }
+
+// Threads is the pool's thread count.
+func (p *Pool) Threads() int { return int(C.ts_pool_threads(p.c)) }
+
+// Name is the pool's name, its threads' prefix ("ts-sess").
+func (p *Pool) Name() string { return p.name }
+
+// LaneStats is one pool thread's view (lanes.c, ts_pool_thread_stats):
+// the connections bound to it, the calls on its own queue, the distinct
+// connections among them and the oldest one's enqueue time, the call it
+// runs (since when, and its tag: the submitter's name for the
+// connection), its summed busy time, the longest queue wait since the
+// previous reset and the calls it took.
+type LaneStats struct {
+	Bound, Queued, WaitingConns int
+	RunningSince, OldestQueued  int64 // monotonic ns (python.Now); 0: none
+	RunningTag                  uint64
+	Busy, WaitMax               time.Duration
+	Calls                       uint64
+}
+
+// ThreadStats returns thread i's LaneStats (zero out of range);
+// resetWaitMax starts the next WaitMax period (the metrics scrape does).
+func (p *Pool) ThreadStats(i int, resetWaitMax bool) LaneStats {
+	var s C.ts_lane_stats
+	reset := C.int(0)
+	if resetWaitMax {
+		reset = 1
+	}
+	C.ts_pool_thread_stats(p.c, C.int(i), &s, reset)
+	return LaneStats{
+		Bound: int(s.bound), Queued: int(s.queued), WaitingConns: int(s.waiting_conns),
+		RunningSince: int64(s.running_since_ns), OldestQueued: int64(s.oldest_enqueued_ns),
+		RunningTag: uint64(s.running_tag), Busy: time.Duration(s.busy_ns), WaitMax: time.Duration(s.wait_max_ns),
+		Calls: uint64(s.calls),
+	}
+}
+
+// BoundTags returns the tags of the connections bound to thread i (at
+// most max), as the binder gave them (ts_pool_bind).
+func (p *Pool) BoundTags(i, max int) []uint64 {
+	if max <= 0 {
+		return nil
+	}
+	buf := make([]C.uint64_t, max)
+	n := int(C.ts_pool_thread_tags(p.c, C.int(i), &buf[0], C.int(max)))
+	out := make([]uint64, n)
+	for k := range out {
+		out[k] = uint64(buf[k])
+	}
+	return out
+}

@@ -137,6 +137,8 @@ struct ts_job {
     ts_wakenode done;        /* on the pool's done list (pool.c) */
     int thread_index;        /* the pool thread running it (for sampling) */
     int state;               /* TS_JOB_*, guarded by the pool lock */
+    int lane;                /* set by the submit: the lane it was queued on, -1 the shared queue */
+    uint64_t tag;            /* the submitter's name for its connection (lanes.c stats) */
 };
 
 enum { TS_JOB_IDLE = 0, TS_JOB_QUEUED = 1, TS_JOB_RUNNING = 2 };
@@ -215,6 +217,39 @@ ts_entry_next(const char *p, ts_entry *e)
     e->val = e->key + e->klen;
     return e->val + e->vlen;
 }
+
+/* ---- lanes: a queue per thread (lanes.c) ------------------------------ */
+
+/* ts_pool_submit_to queues job on thread i's own lane of p. Returns 0, or
+ * -1 when i is out of range, the pool is stopping, or the lanes together
+ * hold queue_size jobs (the bound rule). Never blocks, never attaches.
+ * Lane jobs are not withdrawn (ts_pool_cancel leaves them). */
+int ts_pool_submit_to(ts_pool *p, int i, ts_job *job);
+
+enum { TS_BIND_SESSION = 0, TS_BIND_HTTP = 1 };
+/* ts_pool_bind counts a connection on the least-loaded thread of p and
+ * returns its index, or -1 when limit connections are bound already
+ * (limit < 0: no limit). TS_BIND_SESSION orders by (bound, queued +
+ * running, index), TS_BIND_HTTP by (bound + running, queued, index).
+ * tag names the connection (its tag is listed on the thread until
+ * ts_pool_unbind with the same tag uncounts it). Any thread; never blocks
+ * for long. */
+int ts_pool_bind(ts_pool *p, int policy, long limit, uint64_t tag);
+void ts_pool_unbind(ts_pool *p, int i, uint64_t tag);
+/* ts_pool_thread_tags copies up to max tags of the connections bound to
+ * thread i (the bind's tag) into out and returns how many. */
+int ts_pool_thread_tags(ts_pool *p, int i, uint64_t *out, int max);
+int ts_pool_threads(ts_pool *p);
+
+/* Thread i of a pool, read under the pool's lock. Monotonic ns; 0 for
+ * "none". reset != 0 resets wait_max_ns (the longest wait since the last
+ * reset: the metrics scrape). waiting_conns: distinct tags among the queued jobs (at most 64). */
+typedef struct ts_lane_stats {
+    long bound, queued, waiting_conns;
+    int64_t running_since_ns, oldest_enqueued_ns, busy_ns, wait_max_ns;
+    uint64_t running_tag, calls;
+} ts_lane_stats;
+void ts_pool_thread_stats(ts_pool *p, int i, ts_lane_stats *out, int reset);
 
 /* ---- stack sampling without the GIL (sample.c) ------------------------ */
 

@@ -123,9 +123,18 @@ func startInterface(kind string, cfg *config.Config, log *slog.Logger, m *metric
 		return nil, nil, err
 	}
 	wd := startWatchdog(ifc, cfg, log, m)
+	// An ASGI app's pools for sync work (syncpools.go): watched like the
+	// WSGI pool's threads, stopped after the loop that submits to them.
+	var sync []*python.Pool
+	if p := syncPools.Load(); p != nil {
+		sync = p[:]
+	}
+	stopWatch := watchSyncPools(cfg, log, m, sync...)
 	stop := func(deadline time.Time) {
 		wd.Stop()
-		if ifc.Stop(time.Until(deadline) + workerctl.StopGrace) {
+		stopWatch()
+		if ifc.Stop(time.Until(deadline)+workerctl.StopGrace) &&
+			stopSyncPools(log, time.Until(deadline)+workerctl.StopGrace, sync...) {
 			python.Shutdown()
 		}
 	}
@@ -138,6 +147,9 @@ func startInterface(kind string, cfg *config.Config, log *slog.Logger, m *metric
 func buildInterface(kind string, cfg *config.Config, log *slog.Logger, done func(*http1.Request, inflight.Result)) (Interface, error) {
 	switch kind {
 	case "wsgi":
+		if cfg.BlockingThreads == 0 {
+			return nil, errors.New("--blocking-threads 0: off is for ASGI apps only; a WSGI app needs at least 1 thread")
+		}
 		pool, err := python.StartPool(python.PoolConfig{Threads: cfg.BlockingThreads, QueueSize: cfg.QueueSize,
 			NoTurn: !cfg.Switches.PoolTurn, NoBatch: !cfg.Switches.PoolBatch})
 		if err != nil {
@@ -151,6 +163,13 @@ func buildInterface(kind string, cfg *config.Config, log *slog.Logger, done func
 		}
 		return h, nil
 	case "asgi":
+		// The pools for the app's sync work (docs/design.md, "Sync work of
+		// async apps"), before the loop that binds connections to them.
+		httpPool, sessPool, err := startSyncPools(cfg, log)
+		if err != nil {
+			return nil, err
+		}
+		syncPools.Store(&[2]*python.Pool{httpPool, sessPool})
 		// The worker's one event loop: the only place that knows how many
 		// there are.
 		loop, err := asgi.NewLoop(0, asgi.LoopConfig{

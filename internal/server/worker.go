@@ -222,9 +222,11 @@ func Run(cfg *config.Config, log *slog.Logger) int {
 		log.Info(workerMsg("listening"), "addr", ln.Addr().String(), "interface", kind, "blocking_threads", cfg.BlockingThreads,
 			"turnstile_barrier", python.TurnEnabled(), "gil_wait_timing", python.GILWaitTiming(), "http", cfg.HTTP, "http3", h3srv != nil, "tls", tlsconf.Describe(&tlsCfg))
 	} else {
-		// The pool's settings do not apply to an app on a loop (ASGI: its
-		// event loop's are in the "event loop running" record).
-		log.Info(workerMsg("listening"), "addr", ln.Addr().String(), "interface", kind, "http", cfg.HTTP, "http3", h3srv != nil, "tls", tlsconf.Describe(&tlsCfg))
+		// The WSGI pool's settings do not apply to an ASGI app (its event
+		// loop's are in the "event loop running" record); its pools for
+		// sync work are --blocking-threads and --session-threads (0: off).
+		log.Info(workerMsg("listening"), "addr", ln.Addr().String(), "interface", kind, "blocking_threads", cfg.BlockingThreads,
+			"session_threads", cfg.SessionThreads, "http", cfg.HTTP, "http3", h3srv != nil, "tls", tlsconf.Describe(&tlsCfg))
 	}
 
 	select {
@@ -368,6 +370,10 @@ func startAdmin(cfg *config.Config, log *slog.Logger, ready *atomic.Bool, m *met
 			stalls = append(stalls, wd.Stalls()...)
 		}
 		json.NewEncoder(w).Encode(stalls)
+	})
+	mux.HandleFunc("/debug/threads", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		writeThreads(w) // syncpools.go
 	})
 	mux.Handle("/metrics", promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{}))
 	hs := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelDebug)}

@@ -57,6 +57,7 @@ func (m *Master) startAdmin(bind string) (string, error) {
 	mux.HandleFunc("/readyz", m.readyz)
 	mux.HandleFunc("/metrics", func(w http.ResponseWriter, r *http.Request) { m.metrics(w, r, reg) })
 	mux.HandleFunc("/debug/stalls", m.stalls)
+	mux.HandleFunc("/debug/threads", m.threads)
 	m.admin = &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second,
 		ErrorLog: slog.NewLogLogger(m.log.Handler(), slog.LevelDebug)}
 	go m.admin.Serve(ln)
@@ -267,4 +268,29 @@ func (m *Master) stalls(w http.ResponseWriter, r *http.Request) {
 	}
 	w.Header().Set("Content-Type", "application/json")
 	json.NewEncoder(w).Encode(all)
+}
+
+// threads concatenates every worker's /debug/threads (text: the threads of
+// its pools for sync work), each under a "worker N (pid P)" line.
+func (m *Master) threads(w http.ResponseWriter, r *http.Request) {
+	s := m.snap.Load()
+	parts := make([][]byte, len(s.workers))
+	var wg sync.WaitGroup
+	for i, wi := range s.workers {
+		if !wi.ready || wi.admin == "" {
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if code, body, err := ask(wi, "/debug/threads"); err == nil && code == http.StatusOK {
+				parts[i] = append([]byte(fmt.Sprintf("worker %d (pid %d)\n", wi.id, wi.pid)), body...)
+			}
+		}()
+	}
+	wg.Wait()
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	for _, p := range parts {
+		w.Write(p)
+	}
 }

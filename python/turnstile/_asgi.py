@@ -18,6 +18,7 @@ import asyncio
 import collections
 import concurrent.futures
 import contextvars
+import functools
 import queue
 import sys
 import threading
@@ -29,6 +30,7 @@ from _turnstile_bootstrap import format_exception
 
 DEBUG, INFO, WARNING, ERROR = 10, 20, 30, 40
 NEW, BODY, DISCONNECT, DRAINED, STOP, WS_NEW, WS_MSG, WS_CLOSE = 1, 2, 3, 4, 5, 6, 7, 8
+CALL_DONE = 10  # a sync call ran on a pool thread (internal/asgi/call.c)
 
 
 class ClientDisconnected(OSError):
@@ -190,6 +192,10 @@ def _from_disconnect(exc):
 
 async def _run_http(app, cycle):
     chan = cycle.chan
+    bound = _bind(HTTP_POOL, chan.tag, app) if "asgiref.sync" in _modules else None
+    if bound == -1:
+        await _busy(chan)
+        return
     try:
         await app(cycle.scope, cycle.receive, chan)
     except BaseException as exc:  # noqa: B902 - the app's failure is reported, never raised into the loop
@@ -221,6 +227,18 @@ async def _run_http(app, cycle):
             chan.done("error")
         else:
             chan.done(None)
+    finally:
+        if bound is not None:
+            _unbind(bound)
+
+
+async def _busy(chan):
+    # Every thread of the HTTP pool busy and --queue-size requests bound
+    # besides: 503 before the app runs, as a full WSGI queue answers.
+    await chan({"type": "http.response.start", "status": 503,
+                "headers": [(b"content-type", b"text/plain; charset=utf-8"), (b"retry-after", b"1")]})
+    await chan({"type": "http.response.body", "body": b"503 Service Unavailable: the sync-work queue is full\n"})
+    chan.done(None)
 
 
 # WSCycle states
@@ -424,6 +442,9 @@ def _ws_state_text(state):
 
 
 async def _run_ws(app, cycle):
+    bound = _bind(SESSION_POOL, cycle.chan.tag, app) if "asgiref.sync" in _modules else None
+    if bound == -1:
+        bound = None
     try:
         await app(cycle.scope, cycle.receive, cycle.send)
     except BaseException as exc:  # noqa: B902 - reported, never raised into the loop
@@ -440,6 +461,9 @@ async def _run_ws(app, cycle):
             cycle.chan.done("error")
     else:
         cycle.chan.done(None)
+    finally:
+        if bound is not None:
+            _unbind(bound)
 
 
 class Lifespan:
@@ -526,6 +550,178 @@ class Lifespan:
             _log(ERROR, "ASGI lifespan: shutdown failed: " + message)
 
 
+# ---- sync work on turnstile's pools (internal/asgi/call.c) -----------------
+#
+# docs/design.md, "Sync work of async apps". asgiref runs a thread-sensitive
+# sync_to_async call on the executor SyncToAsync.context_to_thread_executor
+# maps the contextvar SyncToAsync.thread_sensitive_context to (asgiref
+# 3.13 sync.py:457-546). Before the app runs, a connection's task sets that
+# contextvar to the key of one pool thread: a WebSocket session the
+# least-loaded thread of the session pool (ts-sess-N) for its whole life, an
+# HTTP request one of the HTTP pool (ts-http-N). Django's
+# ThreadSensitiveContext keeps a value set first (sync.py:170-174), so its
+# thread per request is not started; Channels' consumers and
+# database_sync_to_async run every call of a session on its thread, in the
+# order made. Lifespan, and apps that never import asgiref, bind nothing.
+
+HTTP_POOL, SESSION_POOL = 0, 1
+_modules = sys.modules
+_conn_tag = contextvars.ContextVar("turnstile_conn_tag", default=0)  # the Channel's tag: slot << 32 | gen
+_tl = threading.local()  # per loop thread: the loop and its bridge (run)
+
+
+class _ThreadKey:
+    """asgiref's key for one pool thread (a thread_sensitive_context
+    value), kept for the process's life: its executor never changes."""
+
+    __slots__ = ("pool", "index", "__weakref__")
+    _exited = False  # read by asgiref 3.11+ on every call (sync.py:517)
+
+    def __init__(self, pool, index):
+        self.pool = pool
+        self.index = index
+
+    def __repr__(self):
+        return "<turnstile pool thread %s-%d>" % (("ts-http", "ts-sess")[self.pool], self.index)
+
+
+class PoolThreadExecutor(concurrent.futures.Executor):
+    """The executor asgiref finds for a _ThreadKey: every call runs on
+    that one pool thread, in submission order (its lane, lanes.c).
+
+    From the loop thread (asgiref's run_in_executor) the future is the
+    loop's own asyncio future, completed by the loop's drain (CALL_DONE):
+    asyncio.wrap_future passes it through. From anywhere else it is a
+    concurrent.futures.Future the pool thread completes."""
+
+    __slots__ = ("pool", "index")
+
+    def __init__(self, pool, index):
+        self.pool = pool
+        self.index = index
+
+    def submit(self, fn, /, *args, **kwargs):
+        if args or kwargs:
+            fn = functools.partial(fn, *args, **kwargs)
+        loop = asyncio._get_running_loop()
+        bridge = getattr(_tl, "bridge", None)
+        if bridge is not None and loop is _tl.loop:
+            fut = loop.create_future()
+        else:
+            fut = concurrent.futures.Future()
+            bridge = None
+        _bridge.call_submit(self.pool, self.index, fut, fn, _conn_tag.get(), bridge)  # RuntimeError when full
+        return fut
+
+    def shutdown(self, wait=True, *, cancel_futures=False):
+        pass  # Go stops the pools, after the loop
+
+
+_binding = None  # None: not looked at yet; False: no binding; else (var, keys per pool)
+
+
+def _binder():
+    global _binding
+    try:
+        from asgiref.sync import SyncToAsync
+
+        var = SyncToAsync.thread_sensitive_context
+        table = SyncToAsync.context_to_thread_executor
+    except (ImportError, AttributeError) as exc:
+        _log(WARNING, "turnstile: this asgiref has no thread_sensitive_context (%s): sync work stays on asgiref's threads" % exc)
+        _binding = False
+        return _binding
+    keys = ([], [])
+    for which in (HTTP_POOL, SESSION_POOL):
+        for i in range(_bridge.pool_threads(which)):
+            key = _ThreadKey(which, i)
+            table[key] = PoolThreadExecutor(which, i)  # a WeakKeyDictionary: keys holds the key
+            keys[which].append(key)
+    _binding = (var, keys)
+    return _binding
+
+
+def _bind(which, tag, app):
+    """Bind this connection's task to a thread of pool which: (which,
+    index, tokens), None when nothing is bound, -1 when the HTTP pool is
+    full (503)."""
+    b = _binding
+    if b is None:
+        b = _binder()
+    if not b or not b[1][which]:
+        return None
+    var = b[0]
+    if var.get(None) is not None or ("djust" in _modules and _djust_owns(which, app)):
+        return None
+    i = _bridge.pool_bind(which, tag)
+    if i < 0:
+        return -1
+    return (which, i, var.set(b[1][which][i]), _conn_tag.set(tag), tag)
+
+
+def _unbind(bound):
+    which, i, token, tag_token, tag = bound
+    try:
+        _binding[0].reset(token)
+        _conn_tag.reset(tag_token)
+    except ValueError:
+        pass  # the app's task switched contexts: nothing to restore
+    _bridge.pool_release(which, i, tag)
+
+
+_djust_state = {}  # which -> True (djust runs its own pool) / False
+
+
+def _djust_owns(which, app):
+    """djust 1.3 with its own pool: LIVEVIEW_CONFIG["worker_threads"] for
+    WebSocket sessions, a PooledHTTP of size > 0 in the app (found by
+    walking application_mapping, .app, .inner, .application) for HTTP.
+    turnstile then steps aside and djust picks its executors. Decided once
+    per pool kind (one INFO line)."""
+    owns = _djust_state.get(which)
+    if owns is not None:
+        return owns
+    owns = False
+    try:
+        import djust.worker_pool as wp
+    except ImportError:
+        wp = None  # djust before 1.3: no pool of its own
+    if wp is not None:
+        try:
+            if which == SESSION_POOL:
+                owns = (getattr(wp, "configured_pool_size", lambda: 0)() or 0) > 0
+            elif hasattr(wp, "PooledHTTP"):
+                # worker_threads alone leaves djust's HTTP requests stock:
+                # only a PooledHTTP in the app (threads=None follows
+                # worker_threads) takes them
+                owns = _find_pooled_http(app, wp.PooledHTTP, 0)
+        except Exception as exc:  # noqa: BLE001 - djust's internals: bind as usual
+            _log(WARNING, "turnstile: cannot read djust's pool settings (%s): binding sync work as usual" % exc)
+            owns = False
+        if owns:
+            _log(INFO, "turnstile: djust runs its own worker pool for %s: turnstile's %s pool steps aside"
+                 % (("HTTP requests", "WebSocket sessions")[which], ("ts-http", "ts-sess")[which]))
+    _djust_state[which] = owns
+    return owns
+
+
+def _find_pooled_http(app, cls, depth):
+    if depth > 6 or app is None:
+        return False
+    if isinstance(app, cls):
+        size = getattr(app, "_size", None)  # djust 1.3: resolves threads (None: worker_threads)
+        return bool(size is not None and size() > 0)
+    inner = []
+    mapping = getattr(app, "application_mapping", None)
+    if isinstance(mapping, dict):
+        inner.extend(mapping.values())
+    for name in ("inner", "app", "application"):
+        v = getattr(app, name, None)
+        if v is not None and v is not app:
+            inner.append(v)
+    return any(_find_pooled_http(a, cls, depth + 1) for a in inner)
+
+
 def _set(fut, value):
     if not fut.done():
         fut.set_result(value)
@@ -604,6 +800,7 @@ def run(bridge, app, lifespan_mode, loop_kind, executor_threads, write_buffer):
     bridge_drain = bridge.drain
     loop, loop_name = _new_loop(loop_kind)
     asyncio.set_event_loop(loop)
+    _tl.loop, _tl.bridge = loop, bridge  # PoolThreadExecutor completes this loop's futures here
     executor = ParkedExecutor(executor_threads)
     loop.set_default_executor(executor)
     stopping = []
@@ -611,7 +808,16 @@ def run(bridge, app, lifespan_mode, loop_kind, executor_threads, write_buffer):
     def drain():
         for ev in bridge_drain():
             kind = ev[0]
-            if kind == NEW:
+            if kind == CALL_DONE:
+                fut = ev[1]
+                if not fut.done():  # cancelled meanwhile: asgiref awaits it no more
+                    if ev[2]:
+                        fut.set_result(ev[3])
+                    elif isinstance(ev[3], StopIteration):  # a future refuses it (PEP 479)
+                        fut.set_exception(RuntimeError("sync call raised StopIteration"))
+                    else:
+                        fut.set_exception(ev[3])
+            elif kind == NEW:
                 chan = ev[1]
                 cycle = HTTPCycle(chan, ev[2], ev[3], ev[4], loop)
                 chan.bind(cycle)

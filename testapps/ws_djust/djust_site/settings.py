@@ -27,3 +27,7 @@ TEMPLATES = [{"BACKEND": "django.template.backends.django.DjangoTemplates", "DIR
               "OPTIONS": {"context_processors": ["django.template.context_processors.request"]}}]
 USE_TZ = True
 LIVEVIEW_ALLOWED_MODULES = ["djust_site"]
+# djust 1.3's own WebSocket pool (tests/asgi_pools_test.go): DJUST_WORKER_THREADS=N
+import os as _os
+if _os.environ.get("DJUST_WORKER_THREADS"):
+    LIVEVIEW_CONFIG = {"worker_threads": int(_os.environ["DJUST_WORKER_THREADS"])}
