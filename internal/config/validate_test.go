@@ -32,7 +32,7 @@ func TestValidate_Refusals(t *testing.T) {
 		{"loop", func(c *Config) { c.Loop = "trio" }, `--loop "trio"`},
 
 		{"port", func(c *Config) { c.Port = 65536 }, "--port 65536: want 0..65535"},
-		{"blocking threads", func(c *Config) { c.BlockingThreads = 0 }, "--blocking-threads 0: want 1..1024"},
+		{"blocking threads", func(c *Config) { c.BlockingThreads = -1 }, "--blocking-threads -1: want 0..1024"},
 		{"executor threads", func(c *Config) { c.ExecutorThreads = 1025 }, "--executor-threads 1025"},
 		{"queue size", func(c *Config) { c.QueueSize = 0 }, "--queue-size 0: want at least 1"},
 		{"workers", func(c *Config) { c.Workers = 0 }, "--workers 0"},
