@@ -153,6 +153,7 @@ type Watchdog struct {
 
 	mu     sync.Mutex
 	stalls []Stall // guarded by mu, newest last
+	slows  []Slow  // guarded by mu, newest last, at most KeepStalls
 	stop   chan struct{}
 	done   chan struct{}
 
@@ -586,6 +587,8 @@ func (w *Watchdog) checkSlow() {
 		}
 		w.slow[key] = next * 2
 		frames := python.SampleStack(r.TState)
+		w.keepSlow(Slow{Method: r.Method, Target: r.Path, Thread: r.Thread, Start: r.Start,
+			AgeMS: float64(age.Microseconds()) / 1000, Stack: w.describe(frames)})
 		w.Log.Warn("slow request", "method", r.Method, "target", r.Path, "age_ms", age.Milliseconds(),
 			"queued_ms", r.Running.Sub(r.Start).Milliseconds(),
 			"thread", r.Thread, "stack", strings.Join(w.describe(frames), "\n"))
@@ -596,6 +599,39 @@ func (w *Watchdog) checkSlow() {
 		}
 	}
 }
+
+// Slow is one slow-request record (a WSGI request running past
+// SlowRequest, logged as "slow request"), kept for /debug/status.
+type Slow struct {
+	Method string    `json:"method"`
+	Target string    `json:"target"`
+	Thread string    `json:"thread"`
+	Start  time.Time `json:"start"`
+	AgeMS  float64   `json:"age_ms"` // since a pool thread took it, when seen
+	// Stack is the sampled stack, innermost first, as Stall.Stack.
+	Stack []string `json:"stack"`
+}
+
+func (w *Watchdog) keepSlow(s Slow) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.slows = append(w.slows, s)
+	if len(w.slows) > KeepStalls {
+		w.slows = w.slows[len(w.slows)-KeepStalls:]
+	}
+}
+
+// Slows returns the last slow-request records (at most KeepStalls),
+// oldest first.
+func (w *Watchdog) Slows() []Slow {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return append([]Slow(nil), w.slows...)
+}
+
+// Describe renders frames as Stall.Stack does: innermost first, "file:line
+// in func" followed by the source line, indented.
+func (w *Watchdog) Describe(frames []python.Frame) []string { return w.describe(frames) }
 
 // describe renders frames innermost first as "file:line in func" followed
 // by the source line, indented.
