@@ -295,3 +295,31 @@ func TestCtl_LiveServer(t *testing.T) {
 		t.Errorf("ctl against a stopped server: %v\n%s", err, out)
 	}
 }
+
+// websocket_sessions counts the open sessions of an ASGI worker.
+func TestTop_OnceWebSocketSessions(t *testing.T) {
+	s := Start(t, "--workers", "1", "ws_echo:app")
+	var conns []interface{ Close() error }
+	for i := 0; i < 2; i++ {
+		c, _, err := wsDial(s, "/echo")
+		if err != nil {
+			t.Fatal(err)
+		}
+		conns = append(conns, c)
+	}
+	waitWS := func(n float64) {
+		t.Helper()
+		var w map[string]any
+		for end := time.Now().Add(5 * time.Second); time.Now().Before(end); time.Sleep(100 * time.Millisecond) {
+			if w = onlyWorker(t, topJSON(t, s)); w["websocket_sessions"] == n {
+				return
+			}
+		}
+		t.Fatalf("websocket_sessions = %v; want %v", w["websocket_sessions"], n)
+	}
+	waitWS(2)
+	for _, c := range conns {
+		c.Close()
+	}
+	waitWS(0)
+}

@@ -72,6 +72,7 @@ type topStatus struct {
 		InFlight  int            `json:"in_flight"`
 		Queued    int            `json:"queue_depth"`
 		GILWaitP  float64        `json:"gil_wait_p99_s"`
+		WS        int            `json:"websocket_sessions"`
 		ThreadsJS map[string]int `json:"threads"`
 		Loops     []struct {
 			Loop     int     `json:"loop"`
@@ -131,8 +132,8 @@ func renderText(w io.Writer, st *topStatus, prevReq map[int]uint64, dt float64) 
 	fmt.Fprintf(w, "turnstile pid %d  %s  up %s  workers %d/%d  requests %d  in flight %d  queued %d  503s %d  restarts %s\n",
 		st.PID, st.Phase, time.Duration(st.UptimeS*float64(time.Second)).Truncate(time.Second), len(st.Workers), st.WorkersDesired,
 		req, inflight, queued, unavail, strings.Join(causes, ","))
-	fmt.Fprintf(w, "\n%-6s %-8s %8s %8s %7s %6s %6s %5s %5s %7s %5s %9s %s\n",
-		"WORKER", "PID", "RSS_MB", "REQ/S", "REQS", "INFL", "QUEUE", "RUN", "GIL", "IDLE", "503", "GILP99ms", "LOOPS (lag p99 ms / stall s)")
+	fmt.Fprintf(w, "\n%-6s %-8s %8s %8s %7s %6s %6s %5s %5s %7s %5s %4s %9s %s\n",
+		"WORKER", "PID", "RSS_MB", "REQ/S", "REQS", "INFL", "QUEUE", "RUN", "GIL", "IDLE", "503", "WS", "GILP99ms", "LOOPS (lag p99 ms / stall s)")
 	for _, wk := range st.Workers {
 		if wk.Error != "" || !wk.Ready {
 			fmt.Fprintf(w, "%-6d %-8d not answering: %s\n", wk.Worker, wk.PID, wk.Error)
@@ -150,9 +151,9 @@ func renderText(w io.Writer, st *topStatus, prevReq map[int]uint64, dt float64) 
 			}
 			loops = append(loops, s)
 		}
-		fmt.Fprintf(w, "%-6d %-8d %8.1f %8s %7d %6d %6d %5d %5d %7d %5d %9.2f %s\n",
+		fmt.Fprintf(w, "%-6d %-8d %8.1f %8s %7d %6d %6d %5d %5d %7d %5d %4d %9.2f %s\n",
 			wk.Worker, wk.PID, float64(wk.RSSBytes)/(1<<20), rate, wk.Requests, wk.InFlight, wk.Queued,
-			wk.ThreadsJS["running"], wk.ThreadsJS["waiting_for_gil"], wk.ThreadsJS["idle"], wk.Unavail, wk.GILWaitP*1000, strings.Join(loops, " "))
+			wk.ThreadsJS["running"], wk.ThreadsJS["waiting_for_gil"], wk.ThreadsJS["idle"], wk.Unavail, wk.WS, wk.GILWaitP*1000, strings.Join(loops, " "))
 	}
 	fmt.Fprintf(w, "\nRUNNING\n%-6s %-14s %-7s %8s %s\n", "WORKER", "THREAD", "METHOD", "AGE_S", "TARGET")
 	for _, wk := range st.Workers {

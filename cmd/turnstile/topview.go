@@ -235,8 +235,8 @@ func (m *topModel) View() string {
 	b.WriteString(styleHead.Render(fmt.Sprintf("turnstile %s  up %s  workers %d/%d  req/s %.1f  requests %d  in flight %d  queued %d  503s %d  restarts %s",
 		st.Phase, time.Duration(st.UptimeS*float64(time.Second)).Truncate(time.Second), len(st.Workers), st.WorkersDesired,
 		rate, req, infl, queued, unavail, strings.Join(causes, ","))) + state + "\n\n")
-	b.WriteString(styleHead.Render(fmt.Sprintf("%-6s %-8s %8s %7s %7s %5s %5s %4s %4s %4s %5s %8s  %s",
-		"WORKER", "PID", "RSS_MB", "REQ/S", "REQS", "INFL", "QUEUE", "RUN", "GIL", "IDLE", "503", "GILP99ms", "LOOPS lag p99 ms / stall s")) + "\n")
+	b.WriteString(styleHead.Render(fmt.Sprintf("%-6s %-8s %8s %7s %7s %5s %5s %4s %4s %4s %5s %4s %8s  %s",
+		"WORKER", "PID", "RSS_MB", "REQ/S", "REQS", "INFL", "QUEUE", "RUN", "GIL", "IDLE", "503", "WS", "GILP99ms", "LOOPS lag p99 ms / stall s")) + "\n")
 	idx := m.workers()
 	for row, i := range idx {
 		w := st.Workers[i]
@@ -252,9 +252,9 @@ func (m *topModel) View() string {
 				}
 				loops = append(loops, s)
 			}
-			line = fmt.Sprintf("%-6d %-8d %8.1f %7.1f %7d %5d %5d %4d %4d %4d %5d %8.2f  %s",
+			line = fmt.Sprintf("%-6d %-8d %8.1f %7.1f %7d %5d %5d %4d %4d %4d %5d %4d %8.2f  %s",
 				w.Worker, w.PID, float64(w.RSSBytes)/(1<<20), m.rates[w.PID], w.Requests, w.InFlight, w.Queued,
-				w.ThreadsJS["running"], w.ThreadsJS["waiting_for_gil"], w.ThreadsJS["idle"], w.Unavail, w.GILWaitP*1000, strings.Join(loops, " "))
+				w.ThreadsJS["running"], w.ThreadsJS["waiting_for_gil"], w.ThreadsJS["idle"], w.Unavail, w.WS, w.GILWaitP*1000, strings.Join(loops, " "))
 		}
 		if row == m.cursor {
 			line = styleSel.Render(line)

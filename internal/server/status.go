@@ -13,6 +13,7 @@ import (
 
 	dto "github.com/prometheus/client_model/go"
 
+	"turnstile/internal/asgi"
 	"turnstile/internal/inflight"
 	"turnstile/internal/python"
 	"turnstile/internal/watchdog"
@@ -52,6 +53,9 @@ type Status struct {
 	Running     []RunningReq     `json:"running"`
 	Stalls      []watchdog.Stall `json:"stalls"`
 	Slow        []watchdog.Slow  `json:"slow_requests"`
+	// WebSockets is the WebSocket sessions open (ASGI: accepted, not yet
+	// finished).
+	WebSockets int `json:"websocket_sessions"`
 }
 
 // ThreadStates counts a pool's threads by state.
@@ -175,6 +179,7 @@ func (m *metrics) status() Status {
 			AgeS: now.Sub(r.Start).Seconds(), Queued: r.Running.IsZero() && r.Thread == "" && st.Threads.Total > 0})
 	}
 	st.InFlight = len(st.Running)
+	st.WebSockets = asgi.WebSocketSessions()
 	return st
 }
 
