@@ -203,6 +203,14 @@ func TestTop_ViewInTmux(t *testing.T) {
 	waitFor("the slow request's top frame", func(sc string) bool {
 		return strings.Contains(sc, "LAST SLOW REQUESTS") && strings.Contains(sc, "GET /slow") && strings.Contains(sc, "in slow_view")
 	})
+	// l: the last slow request's full record, every frame.
+	keys("l")
+	waitFor("the last slow request's full record", func(sc string) bool {
+		i := strings.Index(sc, "LAST SLOW REQUEST\n")
+		return i >= 0 && strings.Contains(sc[i:], "worker ") && strings.Contains(sc[i:], "GET /slow slow at") &&
+			strings.Contains(sc[i:], "time.sleep(2.5)") && strings.Contains(sc[i:], "wd_slow_wsgi.py:12 in app")
+	})
+	keys("l")
 	<-done
 	// Pause, help, sort.
 	keys("p", "?", "s")

@@ -88,15 +88,17 @@ type topStatus struct {
 			Queued bool    `json:"queued"`
 		} `json:"running"`
 		Stalls []struct {
-			Loop       int      `json:"loop"`
-			DurationMS float64  `json:"duration_ms"`
-			Stack      []string `json:"stack"`
+			Loop       int       `json:"loop"`
+			DurationMS float64   `json:"duration_ms"`
+			Start      time.Time `json:"start"`
+			Stack      []string  `json:"stack"`
 		} `json:"stalls"`
 		Slow []struct {
-			Method string   `json:"method"`
-			Target string   `json:"target"`
-			AgeMS  float64  `json:"age_ms"`
-			Stack  []string `json:"stack"`
+			Method string    `json:"method"`
+			Target string    `json:"target"`
+			AgeMS  float64   `json:"age_ms"`
+			Start  time.Time `json:"start"`
+			Stack  []string  `json:"stack"`
 		} `json:"slow_requests"`
 	} `json:"workers"`
 }

@@ -47,6 +47,7 @@ type topModel struct {
 	cursor  int  // the selected worker row (sorted order)
 	drilled bool // the selected worker's threads are shown
 	stacks  string
+	record  bool // l: the last stall's and slow request's full records
 	width   int
 	height  int
 }
@@ -175,6 +176,8 @@ func (m *topModel) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 			return m, tea.Quit
 		case "?":
 			m.help = !m.help
+		case "l":
+			m.record = !m.record
 		case "p", " ":
 			m.paused = !m.paused
 		case "s":
@@ -296,14 +299,47 @@ func (m *topModel) View() string {
 			b.WriteString(fmt.Sprintf("worker %d %s %s  %.0f ms  %s\n", w.Worker, s.Method, s.Target, s.AgeMS, topFrame(s.Stack)))
 		}
 	}
+	if m.record {
+		b.WriteString(m.lastRecords())
+	}
 	b.WriteString("\n")
 	if m.help {
 		b.WriteString("↑/↓ or j/k select a worker · Enter its threads · t sample its threads' stacks · Esc back\n" +
+			"l the last stall's and slow request's full records\n" +
 			"s sort (now by " + sortKeys[m.sortBy] + ") · p pause · ? help · q quit\n")
 	} else {
-		b.WriteString(styleDim.Render("q quit · ? help · Enter threads · t stacks · s sort by "+sortKeys[m.sortBy]+" · p pause") + "\n")
+		b.WriteString(styleDim.Render("q quit · ? help · Enter threads · t stacks · l last records · s sort by "+sortKeys[m.sortBy]+" · p pause") + "\n")
 	}
 	return b.String()
+}
+
+// lastRecords renders the newest stall and the newest slow request of
+// any worker in full: every frame with its source line.
+func (m *topModel) lastRecords() string {
+	var stall, slow string
+	var stallAt, slowAt time.Time
+	for _, w := range m.st.Workers {
+		if n := len(w.Stalls); n > 0 && !w.Stalls[n-1].Start.Before(stallAt) {
+			s := w.Stalls[n-1]
+			stallAt = s.Start
+			stall = fmt.Sprintf("worker %d loop %d stalled %.0f ms at %s\n    %s\n", w.Worker, s.Loop, s.DurationMS,
+				s.Start.Local().Format("15:04:05"), strings.Join(s.Stack, "\n    "))
+		}
+		if n := len(w.Slow); n > 0 && !w.Slow[n-1].Start.Before(slowAt) {
+			s := w.Slow[n-1]
+			slowAt = s.Start
+			slow = fmt.Sprintf("worker %d %s %s slow at %.0f ms (arrived %s)\n    %s\n", w.Worker, s.Method, s.Target, s.AgeMS,
+				s.Start.Local().Format("15:04:05"), strings.Join(s.Stack, "\n    "))
+		}
+	}
+	none := styleDim.Render("(none)") + "\n"
+	if stall == "" {
+		stall = none
+	}
+	if slow == "" {
+		slow = none
+	}
+	return "\n" + styleHead.Render("LAST STALL") + "\n" + stall + styleHead.Render("LAST SLOW REQUEST") + "\n" + slow
 }
 
 // topTUI runs the full-screen view until q; a server that goes away
