@@ -173,7 +173,11 @@ type loopWatch struct {
 
 	// The run goroutine's only.
 	lastProbes uint64
-	lastProbe  time.Time
+	// seenEnd is the heartbeat (python.Now ns) that ended the last stall
+	// the watchdog saw: a probe pushed before it waited in that stall, and
+	// its lag is not another one (unseen).
+	seenEnd   int64
+	lastProbe time.Time
 	// Probes pushed, and when (python.Now), by push number: the loop
 	// drains them in order, so Heartbeat.Probes is the number of the
 	// oldest one still queued.
@@ -377,7 +381,7 @@ func (w *Watchdog) watchLoop(lw *loopWatch, now time.Time) time.Duration {
 			pending = time.Duration(python.Now() - lw.pushedAt[oldest%uint64(len(lw.pushedAt))])
 		}
 		w.checkLoop(lw, h, pending)
-		if !wasStalled && w.stalledLoop(lw) == 0 && time.Duration(h.Lag) >= w.StallThreshold {
+		if !wasStalled && w.stalledLoop(lw) == 0 && time.Duration(h.Lag) >= w.StallThreshold && h.Beat-h.Lag >= lw.seenEnd {
 			w.unseen(lw, time.Duration(h.Lag))
 		}
 		switch {
@@ -441,6 +445,7 @@ func (w *Watchdog) checkLoop(lw *loopWatch, h Heartbeat, pending time.Duration) 
 	if h.Beat != cur.lastBeat {
 		// The loop turned: the stall is over.
 		dur := time.Duration(h.Beat - cur.lastBeat)
+		lw.seenEnd = h.Beat
 		w.mu.Lock()
 		st := w.summary(cur, dur, false)
 		lw.current = nil
