@@ -75,6 +75,7 @@ func run() int {
 	cmd.SetFlagErrorFunc(flagError)
 
 	cmd.AddCommand(checkCommand(&cfg, &code))
+	cmd.AddCommand(topCommand(&code), ctlCommand(&code))
 	cmd.AddCommand(&cobra.Command{
 		Use:   "version",
 		Short: "Print turnstile's version and its CPython's (as --version)",

@@ -460,6 +460,14 @@ func wsUnregister(ws *wsSession) {
 	wsLive.mu.Unlock()
 }
 
+// WebSocketSessions returns the number of WebSocket sessions open in this
+// worker (accepted and not yet finished), for /debug/status.
+func WebSocketSessions() int {
+	wsLive.mu.Lock()
+	defer wsLive.mu.Unlock()
+	return len(wsLive.m)
+}
+
 // CloseWebSockets starts the closing handshake of every WebSocket with
 // 1012 (service restart; RFC 6455 §7.4.1 via the IANA registry); their
 // apps get what the clients sent before their close frames, then

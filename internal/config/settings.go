@@ -147,7 +147,7 @@ var Settings = []Setting{
 	{Name: "static-symlinks", Kind: String, Default: "follow", Usage: "symlinks below a static mount: follow, owner (same owner only) or nofollow (403)", Field: func(c *Config) any { return ptr(&c.StaticSymlinks) }},
 	{Name: "static-fallthrough", Kind: Bool, Default: "false", Usage: "send a static miss to the app instead of answering 404", Field: func(c *Config) any { return ptr(&c.StaticFallthrough) }},
 	{Name: "static-index", Kind: Bool, Default: "false", Usage: "serve index.html for a static URL ending in /", Field: func(c *Config) any { return ptr(&c.StaticIndex) }},
-	{Name: "admin-bind", Kind: String, Default: DefaultAdminBind, Usage: "admin listener for /livez /readyz /metrics /debug/stalls: host:port, unix:/path (a Unix socket) or off", Field: func(c *Config) any { return ptr(&c.AdminBind) }},
+	{Name: "admin-bind", Kind: String, Default: DefaultAdminBind, Usage: "admin listener for /livez /readyz /metrics /debug/stalls /debug/status and the ctl endpoints: host:port, unix:/path (a Unix socket) or off", Field: func(c *Config) any { return ptr(&c.AdminBind) }},
 	{Name: "graceful-timeout", Kind: Seconds, Default: "30s", Usage: "time in-flight requests get after SIGTERM/SIGINT (seconds or a duration; 0 = none: stop at once)",
 		Aliases: []Alias{{Name: "timeout-graceful-shutdown", Whose: "uvicorn's name"}}, Field: func(c *Config) any { return ptr(&c.GracefulTimeout) }},
 	{Name: "log-level", Kind: String, Default: "info", Usage: "debug, info, warning or error (any case; warn and critical are taken too)", Field: func(c *Config) any { return ptr(&c.LogLevel) }},

@@ -144,6 +144,7 @@ func Run(cfg *config.Config, log *slog.Logger) int {
 		log.Error(err.Error())
 		return ExitFailed
 	}
+	activeIfc.Store(&ifc)
 	// Static mounts answer in Go before the app (internal/static).
 	h, err := static.New(static.Config{Mounts: cfg.StaticMounts, CacheControl: cfg.StaticCacheControl,
 		Symlinks: cfg.StaticSymlinkPolicy, Fallthrough: cfg.StaticFallthrough, Index: cfg.StaticIndex, Logger: log,
@@ -376,6 +377,7 @@ func startAdmin(cfg *config.Config, log *slog.Logger, ready *atomic.Bool, m *met
 		writeThreads(w) // syncpools.go
 	})
 	mux.Handle("/metrics", promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{}))
+	statusHandlers(mux, m)
 	hs := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelDebug)}
 	go hs.Serve(ln)
 	return func() { hs.Close() }, ln.Addr().String(), nil

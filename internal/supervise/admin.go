@@ -8,10 +8,12 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
 	"sort"
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -58,6 +60,13 @@ func (m *Master) startAdmin(bind string) (string, error) {
 	mux.HandleFunc("/metrics", func(w http.ResponseWriter, r *http.Request) { m.metrics(w, r, reg) })
 	mux.HandleFunc("/debug/stalls", m.stalls)
 	mux.HandleFunc("/debug/threads", m.threads)
+	mux.HandleFunc("/debug/status", func(w http.ResponseWriter, r *http.Request) { m.status(w, r, reg) })
+	mux.HandleFunc("/debug/stacks", m.list("/debug/stacks"))
+	mux.HandleFunc("/debug/requests", m.list("/debug/requests"))
+	mux.HandleFunc("/ctl/reload", m.control(syscall.SIGHUP))
+	mux.HandleFunc("/ctl/stop", m.control(syscall.SIGTERM))
+	mux.HandleFunc("/ctl/add-worker", m.control(syscall.SIGTTIN))
+	mux.HandleFunc("/ctl/remove-worker", m.control(syscall.SIGTTOU))
 	m.admin = &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second,
 		ErrorLog: slog.NewLogLogger(m.log.Handler(), slog.LevelDebug)}
 	go m.admin.Serve(ln)
@@ -268,6 +277,110 @@ func (m *Master) stalls(w http.ResponseWriter, r *http.Request) {
 	}
 	w.Header().Set("Content-Type", "application/json")
 	json.NewEncoder(w).Encode(all)
+}
+
+// masterStart is when the master started, for /debug/status's uptime_s.
+var masterStart = time.Now()
+
+// gather asks every ready worker for path (JSON) and returns the decoded
+// answers by worker, each with "worker" and "pid" added; a worker that
+// does not answer has an "error" instead.
+func (m *Master) gather(path string) []map[string]any {
+	s := m.snap.Load()
+	out := make([]map[string]any, len(s.workers))
+	var wg sync.WaitGroup
+	for i, wi := range s.workers {
+		out[i] = map[string]any{"worker": wi.id, "pid": wi.pid, "ready": wi.ready}
+		if !wi.ready || wi.admin == "" {
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			code, body, err := ask(wi, path)
+			if err == nil && code != http.StatusOK {
+				err = fmt.Errorf("status %d", code)
+			}
+			var v any
+			if err == nil {
+				err = json.Unmarshal(body, &v)
+			}
+			if err != nil {
+				out[i]["error"] = err.Error()
+				return
+			}
+			if obj, ok := v.(map[string]any); ok {
+				for k, x := range obj {
+					if k != "pid" {
+						out[i][k] = x
+					}
+				}
+			} else {
+				out[i]["items"] = v
+			}
+		}()
+	}
+	wg.Wait()
+	return out
+}
+
+// status answers /debug/status (JSON, docs/admin.md): the server's uptime,
+// phase, desired workers and restarts by cause, and each worker's own
+// /debug/status (internal/server, Status) with its id added.
+func (m *Master) status(w http.ResponseWriter, r *http.Request, reg *prometheus.Registry) {
+	s := m.snap.Load()
+	restarts := map[string]uint64{}
+	if fams, err := reg.Gather(); err == nil {
+		for _, f := range fams {
+			if f.GetName() != "turnstile_worker_restarts_total" {
+				continue
+			}
+			for _, mt := range f.Metric {
+				for _, l := range mt.Label {
+					if l.GetName() == "cause" {
+						restarts[l.GetValue()] = uint64(mt.GetCounter().GetValue())
+					}
+				}
+			}
+		}
+	}
+	out := map[string]any{
+		"pid":             os.Getpid(),
+		"uptime_s":        time.Since(masterStart).Seconds(),
+		"phase":           map[phase]string{phaseStarting: "starting", phaseRunning: "running", phaseStopping: "stopping"}[s.phase],
+		"workers_desired": s.want,
+		"restarts":        restarts,
+		"workers":         m.gather("/debug/status"),
+	}
+	w.Header().Set("Content-Type", "application/json")
+	json.NewEncoder(w).Encode(out)
+}
+
+// list answers /debug/stacks and /debug/requests: every worker's array,
+// as {"worker", "pid", "items"} objects.
+func (m *Master) list(path string) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		json.NewEncoder(w).Encode(m.gather(path))
+	}
+}
+
+// control answers POST /ctl/<action>: the signal the master takes for it
+// (gunicorn's: reload = HUP, stop = TERM, add-worker = TTIN,
+// remove-worker = TTOU), posted to the master's loop as the signal would
+// be. The admin listener's guard (loopback or a Unix socket unless
+// --admin-bind says otherwise) is the guard. 202: the master took it.
+func (m *Master) control(sig os.Signal) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodPost {
+			w.Header().Set("Allow", "POST")
+			http.Error(w, "POST only", http.StatusMethodNotAllowed)
+			return
+		}
+		m.Signal(sig)
+		w.WriteHeader(http.StatusAccepted)
+		fmt.Fprintf(w, "ok: %s\n", signalName(sig))
+	}
 }
 
 // threads concatenates every worker's /debug/threads (text: the threads of

@@ -153,6 +153,7 @@ type Watchdog struct {
 
 	mu     sync.Mutex
 	stalls []Stall // guarded by mu, newest last
+	slows  []Slow  // guarded by mu, newest last, at most KeepStalls
 	stop   chan struct{}
 	done   chan struct{}
 
@@ -172,7 +173,11 @@ type loopWatch struct {
 
 	// The run goroutine's only.
 	lastProbes uint64
-	lastProbe  time.Time
+	// seenEnd is the heartbeat (python.Now ns) that ended the last stall
+	// the watchdog saw: a probe pushed before it waited in that stall, and
+	// its lag is not another one (unseen).
+	seenEnd   int64
+	lastProbe time.Time
 	// Probes pushed, and when (python.Now), by push number: the loop
 	// drains them in order, so Heartbeat.Probes is the number of the
 	// oldest one still queued.
@@ -376,7 +381,7 @@ func (w *Watchdog) watchLoop(lw *loopWatch, now time.Time) time.Duration {
 			pending = time.Duration(python.Now() - lw.pushedAt[oldest%uint64(len(lw.pushedAt))])
 		}
 		w.checkLoop(lw, h, pending)
-		if !wasStalled && w.stalledLoop(lw) == 0 && time.Duration(h.Lag) >= w.StallThreshold {
+		if !wasStalled && w.stalledLoop(lw) == 0 && time.Duration(h.Lag) >= w.StallThreshold && h.Beat-h.Lag >= lw.seenEnd {
 			w.unseen(lw, time.Duration(h.Lag))
 		}
 		switch {
@@ -440,6 +445,7 @@ func (w *Watchdog) checkLoop(lw *loopWatch, h Heartbeat, pending time.Duration) 
 	if h.Beat != cur.lastBeat {
 		// The loop turned: the stall is over.
 		dur := time.Duration(h.Beat - cur.lastBeat)
+		lw.seenEnd = h.Beat
 		w.mu.Lock()
 		st := w.summary(cur, dur, false)
 		lw.current = nil
@@ -586,6 +592,8 @@ func (w *Watchdog) checkSlow() {
 		}
 		w.slow[key] = next * 2
 		frames := python.SampleStack(r.TState)
+		w.keepSlow(Slow{Method: r.Method, Target: r.Path, Thread: r.Thread, Start: r.Start,
+			AgeMS: float64(age.Microseconds()) / 1000, Stack: w.describe(frames)})
 		w.Log.Warn("slow request", "method", r.Method, "target", r.Path, "age_ms", age.Milliseconds(),
 			"queued_ms", r.Running.Sub(r.Start).Milliseconds(),
 			"thread", r.Thread, "stack", strings.Join(w.describe(frames), "\n"))
@@ -596,6 +604,39 @@ func (w *Watchdog) checkSlow() {
 		}
 	}
 }
+
+// Slow is one slow-request record (a WSGI request running past
+// SlowRequest, logged as "slow request"), kept for /debug/status.
+type Slow struct {
+	Method string    `json:"method"`
+	Target string    `json:"target"`
+	Thread string    `json:"thread"`
+	Start  time.Time `json:"start"`
+	AgeMS  float64   `json:"age_ms"` // since a pool thread took it, when seen
+	// Stack is the sampled stack, innermost first, as Stall.Stack.
+	Stack []string `json:"stack"`
+}
+
+func (w *Watchdog) keepSlow(s Slow) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.slows = append(w.slows, s)
+	if len(w.slows) > KeepStalls {
+		w.slows = w.slows[len(w.slows)-KeepStalls:]
+	}
+}
+
+// Slows returns the last slow-request records (at most KeepStalls),
+// oldest first.
+func (w *Watchdog) Slows() []Slow {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return append([]Slow(nil), w.slows...)
+}
+
+// Describe renders frames as Stall.Stack does: innermost first, "file:line
+// in func" followed by the source line, indented.
+func (w *Watchdog) Describe(frames []python.Frame) []string { return w.describe(frames) }
 
 // describe renders frames innermost first as "file:line in func" followed
 // by the source line, indented.
