@@ -80,6 +80,8 @@ typedef struct ts_asgi_take_result {
     char *error;          /* app failure text (malloc'd; Go frees) */
     char *pathsend;       /* http.response.pathsend path (malloc'd; Go frees) */
     int ws_resume;        /* WebSocket: the app consumed enough, read on */
+    char *hints;          /* http.response.early_hint: "Link: v\r\n" lines (malloc'd; Go frees) */
+    size_t hints_len;
 } ts_asgi_take_result;
 
 struct ts_loop;
@@ -126,6 +128,11 @@ typedef struct ts_asgi_slot {
     int ws_resume;            /* the loop tells Go's reader to go on */
 
     PyObject *cycle;          /* the loop's per-request object (loop thread only) */
+
+    /* http.response.early_hint (send.c): Link lines for a 103 not yet
+     * taken by Go; ts_asgi_take hands the buffer over */
+    char *hints;
+    size_t hints_len, hints_cap;
 } ts_asgi_slot;
 
 ts_asgi_slot *ts_asgi_slot_new(int index);

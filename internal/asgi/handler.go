@@ -189,6 +189,15 @@ func (s *slot) serve(h *Handler, w *http1.ResponseWriter, r *http1.Request, gen 
 		<-s.ready
 		t := s.take
 		C.ts_asgi_take(s.c, t)
+		if t.hints != nil {
+			// http.response.early_hint: a 103 before the head (RFC 8297);
+			// http1 drops it for HTTP/1.0 and once the head is out.
+			if !headSent {
+				w.WriteEarlyHints(unsafe.Slice((*byte)(unsafe.Pointer(t.hints)), int(t.hints_len)))
+			}
+			C.free(unsafe.Pointer(t.hints))
+			t.hints = nil
+		}
 		headReady := t.head_ready != 0
 		if headReady && !headSent && t.app_done != 0 && t.finished == 0 && t.out_len == 0 && t.pathsend == nil {
 			// The app failed (or returned) after http.response.start but

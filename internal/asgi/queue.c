@@ -95,6 +95,9 @@ ts_asgi_begin(ts_loop *loop, ts_asgi_slot *s)
     s->drain_wait = 0;
     s->error = NULL;
     s->pathsend = NULL;
+    free(s->hints);  /* hints the last request left untaken */
+    s->hints = NULL;
+    s->hints_len = s->hints_cap = 0;
     s->ws_pushed = s->ws_consumed = 0;
     s->ws_read_wait = s->ws_resume = 0;
     pthread_mutex_unlock(&s->mu);
@@ -211,6 +214,10 @@ ts_asgi_take(ts_asgi_slot *s, ts_asgi_take_result *r)
     s->pathsend = NULL;
     r->ws_resume = s->ws_resume;
     s->ws_resume = 0;
+    r->hints = s->hints;
+    r->hints_len = s->hints_len;
+    s->hints = NULL;
+    s->hints_len = s->hints_cap = 0;
     pthread_mutex_unlock(&s->mu);
 }
 

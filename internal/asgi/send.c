@@ -22,7 +22,8 @@ static PyObject *sent;                   /* the finished awaitable */
 static PyObject *client_disconnected;    /* _asgi.ClientDisconnected */
 static PyObject *s_type, *s_headers, *s_path;  /* interned: the same objects as scope.c's */
 static PyObject *s_body, *s_more_body, *s_status, *s_k_start, *s_k_body, *s_k_pathsend,
-    *s_waiter, *s_drain_wait, *s_final, *s_get, *empty_bytes, *empty_tuple;
+    *s_waiter, *s_drain_wait, *s_final, *s_get, *empty_bytes, *empty_tuple,
+    *s_k_early_hint, *s_links, *s_link;
 
 static PyObject *
 sent_await(PyObject *self)
@@ -135,6 +136,71 @@ cycle_call(Channel *self, PyObject *name)
     return PyObject_CallMethodNoArgs(cycle, name);
 }
 
+#define HINTS_MAX (64 * 1024)  /* Link bytes waiting for one 103, as a head's bound */
+
+/* early_hint queues http.response.early_hint's links (an iterable of
+ * bytes, each a Link field value, RFC 8288) as "Link: v\r\n" lines for
+ * the 103 Early Hints Go writes before the final head (RFC 8297); 0, or
+ * -1 with an exception. After http.response.start it does nothing (a 1xx
+ * cannot follow the final head, RFC 9110 §15.2). */
+static int
+early_hint(Channel *self, PyObject *links)
+{
+    ts_asgi_slot *s = self->slot;
+    PyObject *it, *item;
+    int queued = 0;
+
+    if (!ts_channel_live(self)) {
+        return -1;
+    }
+    if (self->started) {
+        return 0;
+    }
+    if ((it = PyObject_GetIter(links)) == NULL) {
+        return -1;
+    }
+    while ((item = PyIter_Next(it)) != NULL) {
+        const char *v;
+        Py_ssize_t n;
+
+        if (!PyBytes_Check(item)) {
+            PyErr_Format(PyExc_TypeError, "http.response.early_hint 'links' items must be bytes, not %.100s",
+                         Py_TYPE(item)->tp_name);
+            goto error;
+        }
+        v = PyBytes_AS_STRING(item);
+        n = PyBytes_GET_SIZE(item);
+        if (ts_check_field("link", 4, v, n, s_link, item) < 0) {
+            goto error;
+        }
+        pthread_mutex_lock(&s->mu);
+        if (ts_buf_grow(&s->hints, &s->hints_cap, s->hints_len, (size_t)n + 8, HINTS_MAX) < 0) {
+            pthread_mutex_unlock(&s->mu);
+            goto error;
+        }
+        memcpy(s->hints + s->hints_len, "Link: ", 6);
+        memcpy(s->hints + s->hints_len + 6, v, (size_t)n);
+        memcpy(s->hints + s->hints_len + 6 + n, "\r\n", 2);
+        s->hints_len += (size_t)n + 8;
+        pthread_mutex_unlock(&s->mu);
+        queued = 1;
+        Py_DECREF(item);
+    }
+    Py_DECREF(it);
+    if (PyErr_Occurred()) {
+        return -1;
+    }
+    if (queued) {
+        ts_asgi_signal(s);  /* the 103 leaves now, not with the head */
+    }
+    return 0;
+
+error:
+    Py_DECREF(item);
+    Py_DECREF(it);
+    return -1;
+}
+
 static PyObject *
 channel_send(Channel *self, PyObject *message)
 {
@@ -244,6 +310,15 @@ channel_send(Channel *self, PyObject *message)
         Py_DECREF(v2);
         return Py_NewRef(sent);
     }
+    if (kind_is(kind, s_k_early_hint)) {
+        Py_DECREF(kind);
+        if ((v = message_get(message, s_links, empty_tuple)) == NULL) {
+            return NULL;
+        }
+        rc = early_hint(self, v);
+        Py_DECREF(v);
+        return rc < 0 ? NULL : Py_NewRef(sent);
+    }
     PyErr_Format(PyExc_ValueError, "ASGI: unexpected message type %R on an HTTP connection", kind);
     Py_DECREF(kind);
     return NULL;
@@ -321,6 +396,9 @@ ts_send_setup(void)
     INTERN(s_k_start, "http.response.start");
     INTERN(s_k_body, "http.response.body");
     INTERN(s_k_pathsend, "http.response.pathsend");
+    INTERN(s_k_early_hint, "http.response.early_hint");
+    INTERN(s_links, "links");
+    INTERN(s_link, "link");
     INTERN(s_waiter, "waiter");
     INTERN(s_drain_wait, "_drain_wait");
     INTERN(s_final, "_final");

@@ -462,3 +462,30 @@ func hasField(header []byte, name string) bool {
 	}
 	return false
 }
+
+// WriteEarlyHints sends a 103 (Early Hints) interim response (RFC 8297)
+// carrying header, a block of "Link: value\r\n" lines already validated
+// by the caller, and flushes it. It does nothing once the final head was
+// written, to an HTTP/1.0 client (which never gets a 1xx, RFC 9110 §15.2),
+// or for an empty header. Over HTTP/2 it is a HEADERS frame with :status
+// 103 on the stream (RFC 9113 §8.1). Errors: ErrClientGone.
+func (w *ResponseWriter) WriteEarlyHints(header []byte) error {
+	if w.started || len(header) == 0 {
+		return nil
+	}
+	if w.st != nil {
+		return w.st.writeInterim(w, 103, header)
+	}
+	if w.req.ProtoMinor == 0 || w.err != nil {
+		return w.err
+	}
+	bw := w.c.writer()
+	bw.WriteString("HTTP/1.1 103 Early Hints\r\n")
+	bw.Write(header)
+	bw.WriteString("\r\n")
+	if err := bw.Flush(); err != nil {
+		w.err = err
+		return err
+	}
+	return nil
+}

@@ -533,3 +533,28 @@ func (st *stream) stopWatch() {
 		<-st.watchDone
 	}
 }
+
+// writeInterim sends a 1xx head (status 103 from WriteEarlyHints) with the
+// fields of header ("Name: value\r\n" lines), lowercased; the final head
+// follows later (RFC 9113 §8.1).
+func (st *stream) writeInterim(w *ResponseWriter, status int, header []byte) error {
+	var fs []Field
+	for block := header; len(block) > 0; {
+		line := block
+		if i := bytes.Index(block, crlf); i >= 0 {
+			line, block = block[:i], block[i+2:]
+		} else {
+			block = nil
+		}
+		colon := bytes.IndexByte(line, ':')
+		if colon <= 0 {
+			continue
+		}
+		fs = append(fs, Field{Name: bytes.ToLower(line[:colon]), Value: trimOWS(line[colon+1:])})
+	}
+	if err := st.bk.WriteHeaders(status, fs, false); err != nil {
+		w.err = &clientGoneError{err}
+		return w.err
+	}
+	return st.bk.Flush()
+}
