@@ -1,7 +1,7 @@
 package tests
 
 // 103 Early Hints (RFC 8297): the ASGI http.response.early_hint extension
-// over HTTP/1.1, HTTP/2 (a raw Framer client) and HTTP/1.0 (no 1xx, RFC
+// and WSGI's environ["wsgi.early_hints"] over HTTP/1.1, HTTP/2 (a raw Framer client) and HTTP/1.0 (no 1xx, RFC
 // 9110 §15.2).
 
 import (
@@ -18,8 +18,14 @@ import (
 
 const hintLinks = "Link: </style.css>; rel=preload; as=style\r\nLink: </app.js>; rel=preload; as=script\r\n"
 
-func TestEarlyHints_ASGI_HTTP1(t *testing.T) {
-	s := Start(t, "hints_asgi:app")
+func TestEarlyHints_HTTP1(t *testing.T) {
+	for _, app := range []string{"hints_asgi:app", "hints_wsgi:app"} {
+		t.Run(app, func(t *testing.T) { testEarlyHintsHTTP1(t, app) })
+	}
+}
+
+func testEarlyHintsHTTP1(t *testing.T, app string) {
+	s := Start(t, app)
 	out, _ := Raw(t, s.Addr, "GET /hints HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", 5*time.Second)
 	if want := "HTTP/1.1 103 Early Hints\r\n" + hintLinks + "\r\nHTTP/1.1 200 OK\r\n"; !strings.HasPrefix(out, want) {
 		t.Errorf("HTTP/1.1 /hints:\n%q\nwant prefix\n%q", out, want)
@@ -34,7 +40,7 @@ func TestEarlyHints_ASGI_HTTP1(t *testing.T) {
 	}
 
 	out, _ = Raw(t, s.Addr, "GET /late HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", 5*time.Second)
-	if !strings.HasPrefix(out, "HTTP/1.1 200 OK\r\n") || strings.Contains(out, "103") || !strings.HasSuffix(out, "ok extension=1") {
+	if !strings.HasPrefix(out, "HTTP/1.1 200 OK\r\n") || strings.Contains(out, "103") || !strings.Contains(out, "ok ") || !strings.Contains(out, "extension=1") {
 		t.Errorf("HTTP/1.1 /late (hint after the head):\n%q", out)
 	}
 
@@ -113,8 +119,14 @@ func fieldValues(fs []hpack.HeaderField, name string) []string {
 	return vs
 }
 
-func TestEarlyHints_ASGI_HTTP2(t *testing.T) {
-	s := Start(t, "hints_asgi:app")
+func TestEarlyHints_HTTP2(t *testing.T) {
+	for _, app := range []string{"hints_asgi:app", "hints_wsgi:app"} {
+		t.Run(app, func(t *testing.T) { testEarlyHintsHTTP2(t, app) })
+	}
+}
+
+func testEarlyHintsHTTP2(t *testing.T, app string) {
+	s := Start(t, app)
 	blocks, body := h2Exchange(t, s.Addr, "/hints")
 	if len(blocks) != 2 {
 		t.Fatalf("/hints: %d header blocks %v; want a 103 then a 200", len(blocks), blocks)
@@ -133,8 +145,11 @@ func TestEarlyHints_ASGI_HTTP2(t *testing.T) {
 		t.Errorf("body %q", body)
 	}
 
-	blocks, _ = h2Exchange(t, s.Addr, "/late")
+	blocks, body = h2Exchange(t, s.Addr, "/late")
 	if len(blocks) != 1 || fieldValues(blocks[0], ":status")[0] != "200" {
 		t.Errorf("/late (hint after the head): blocks %v; want one 200", blocks)
+	}
+	if !strings.HasSuffix(body, "extension=1") {
+		t.Errorf("/late body %q", body)
 	}
 }
