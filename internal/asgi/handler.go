@@ -198,6 +198,14 @@ func (s *slot) serve(h *Handler, w *http1.ResponseWriter, r *http1.Request, gen 
 			C.free(unsafe.Pointer(t.hints))
 			t.hints = nil
 		}
+		var trailers []byte
+		if t.trailers != nil {
+			// http.response.trailers, complete: copied, written after the
+			// body below
+			trailers = C.GoBytes(unsafe.Pointer(t.trailers), C.int(t.trailers_len))
+			C.free(unsafe.Pointer(t.trailers))
+			t.trailers = nil
+		}
 		headReady := t.head_ready != 0
 		if headReady && !headSent && t.app_done != 0 && t.finished == 0 && t.out_len == 0 && t.pathsend == nil {
 			// The app failed (or returned) after http.response.start but
@@ -208,7 +216,7 @@ func (s *slot) serve(h *Handler, w *http1.ResponseWriter, r *http1.Request, gen 
 		}
 		if headReady && !headSent {
 			cl := int64(t.content_length)
-			if cl < 0 && t.finished != 0 && t.pathsend == nil && (t.out_len > 0 || string(r.Method) != "HEAD") {
+			if cl < 0 && t.finished != 0 && t.pathsend == nil && t.trailers_wanted == 0 && (t.out_len > 0 || string(r.Method) != "HEAD") {
 				cl = int64(t.out_len) // the whole body is here: no chunking
 			}
 			head := unsafe.Slice((*byte)(unsafe.Pointer(t.head)), int(t.status_len+t.header_len))
@@ -258,6 +266,9 @@ func (s *slot) serve(h *Handler, w *http1.ResponseWriter, r *http1.Request, gen 
 		}
 		C.ts_asgi_written(s.c, gen)
 		if t.finished != 0 {
+			if trailers != nil {
+				w.WriteTrailers(trailers) // chunked HTTP/1.1 or HTTP/2; else dropped
+			}
 			return status // http1 finishes the framing and flushes
 		}
 		if t.out_len > 0 || flush {

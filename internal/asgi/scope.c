@@ -372,5 +372,11 @@ ts_scope_setup(void)
         return -1;
     }
     Py_DECREF(v);
+    v = PyDict_New();  /* send.c: a trailer section after the body */
+    if (v == NULL || PyDict_SetItemString(extensions_template, "http.response.trailers", v) < 0) {
+        Py_XDECREF(v);
+        return -1;
+    }
+    Py_DECREF(v);
     return 0;
 }

@@ -534,10 +534,31 @@ func (st *stream) stopWatch() {
 	}
 }
 
-// writeInterim sends a 1xx head (status 103 from WriteEarlyHints) with the
-// fields of header ("Name: value\r\n" lines), lowercased; the final head
-// follows later (RFC 9113 §8.1).
-func (st *stream) writeInterim(w *ResponseWriter, status int, header []byte) error {
+// TrailerWriter is a Stream that can end with a trailer section (an
+// HTTP/2 stream: a HEADERS frame with END_STREAM, RFC 9113 §8.1).
+type TrailerWriter interface {
+	// WriteTrailers sends fields (lowercase names) and ends the stream.
+	WriteTrailers(fields []Field) error
+}
+
+// writeTrailers ends the stream with header's fields when the stream can
+// carry them and the body has not ended it (a declared Content-Length
+// met ends it: the trailers are then dropped).
+func (st *stream) writeTrailers(w *ResponseWriter, header []byte) error {
+	tw, ok := st.bk.(TrailerWriter)
+	if !ok || w.err != nil || w.declared >= 0 {
+		return nil
+	}
+	if err := tw.WriteTrailers(headerFields(header)); err != nil {
+		w.err = &clientGoneError{err}
+		return w.err
+	}
+	return nil
+}
+
+// headerFields splits "Name: value\r\n" lines into fields, names
+// lowercased (RFC 9113 §8.2.1).
+func headerFields(header []byte) []Field {
 	var fs []Field
 	for block := header; len(block) > 0; {
 		line := block
@@ -552,7 +573,14 @@ func (st *stream) writeInterim(w *ResponseWriter, status int, header []byte) err
 		}
 		fs = append(fs, Field{Name: bytes.ToLower(line[:colon]), Value: trimOWS(line[colon+1:])})
 	}
-	if err := st.bk.WriteHeaders(status, fs, false); err != nil {
+	return fs
+}
+
+// writeInterim sends a 1xx head (status 103 from WriteEarlyHints) with the
+// fields of header ("Name: value\r\n" lines), lowercased; the final head
+// follows later (RFC 9113 §8.1).
+func (st *stream) writeInterim(w *ResponseWriter, status int, header []byte) error {
+	if err := st.bk.WriteHeaders(status, headerFields(header), false); err != nil {
 		w.err = &clientGoneError{err}
 		return w.err
 	}
