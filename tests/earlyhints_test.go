@@ -7,7 +7,13 @@ package tests
 import (
 	"bufio"
 	"bytes"
+	"context"
+	"io"
 	"net"
+	"net/http"
+	"net/http/httptrace"
+	"net/textproto"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -151,5 +157,38 @@ func testEarlyHintsHTTP2(t *testing.T, app string) {
 	}
 	if !strings.HasSuffix(body, "extension=1") {
 		t.Errorf("/late body %q", body)
+	}
+}
+
+// Over HTTP/3 the 103 reaches quic-go's client (httptrace's
+// Got1xxResponse), and its Link fields stay out of the final head.
+func TestEarlyHints_HTTP3(t *testing.T) {
+	p := newPKI(t)
+	for _, app := range []string{"hints_asgi:app", "hints_wsgi:app"} {
+		t.Run(app, func(t *testing.T) {
+			s := startH3(t, p, app)
+			c := h3Client(t, p)
+			var got []string
+			trace := &httptrace.ClientTrace{Got1xxResponse: func(code int, h textproto.MIMEHeader) error {
+				got = append(got, strconv.Itoa(code)+" "+strings.Join(h.Values("Link"), "|"))
+				return nil
+			}}
+			req, _ := http.NewRequestWithContext(httptrace.WithClientTrace(context.Background(), trace), "GET", httpsURL(s)+"/hints", nil)
+			resp, err := c.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			body, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.ProtoMajor != 3 || resp.StatusCode != 200 || string(body) != "ok extension=1" {
+				t.Fatalf("%s %d %q", resp.Proto, resp.StatusCode, body)
+			}
+			if want := "103 </style.css>; rel=preload; as=style|</app.js>; rel=preload; as=script"; len(got) != 1 || got[0] != want {
+				t.Errorf("1xx responses %q; want [%q]", got, want)
+			}
+			if l := resp.Header.Values("Link"); len(l) != 0 {
+				t.Errorf("the final head carries the hints' Link fields: %q", l)
+			}
+		})
 	}
 }
