@@ -86,6 +86,11 @@ type Config struct {
 	// long (a client that stopped reading), and bounds each wait of a
 	// response for the peer's flow-control window. Zero: never.
 	WriteTimeout time.Duration
+	// ExtendedConnect sends SETTINGS_ENABLE_CONNECT_PROTOCOL = 1 and
+	// accepts CONNECT with :protocol (RFC 8441 §3, §4): WebSockets over
+	// HTTP/2 for an app that serves them (ASGI). Without it a :protocol
+	// field makes the request malformed (RFC 9113 §8.3).
+	ExtendedConnect bool
 }
 
 // Defaults for the zero fields of Config.

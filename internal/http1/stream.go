@@ -76,6 +76,9 @@ type StreamHead struct {
 	TooLarge bool
 	// ExpectContinue: "expect: 100-continue" with a body to come.
 	ExpectContinue bool
+	// Protocol is :protocol of an extended CONNECT (RFC 8441 §4; Path
+	// is then :path), nil otherwise.
+	Protocol []byte
 }
 
 // Stream is one HTTP/2 stream as the connection serves it to
@@ -136,6 +139,7 @@ type stream struct {
 	w     ResponseWriter
 
 	aborted  bool          // Abort was called: reset the stream
+	tunnel   *tunnelConn   // Hijack (RFC 8441): the stream as a net.Conn
 	bodyWait time.Duration // time spent blocked in body reads (MinBodyRate)
 
 	watchStop chan struct{} // NotifyClose: closed when the handler returned
@@ -199,6 +203,15 @@ func (st *stream) serve(h *StreamHandler, bk Stream, head *StreamHead) (reset bo
 	}
 	st.stopWatch()
 
+	if tc := st.tunnel; tc != nil {
+		// Hijacked (an RFC 8441 WebSocket): the stream is the session's
+		// until it closes the conn; like a hijacked HTTP/1 connection it
+		// no longer counts as in flight.
+		s.inflight.Add(-1)
+		<-tc.closed
+		s.inflight.Add(1)
+		return !tc.headSent.Load() || panicked
+	}
 	if !w.started {
 		if perr := bodyErrStatus(st.body.err); perr != nil {
 			s.logger().Debug("http2: request body failed", "remote", req.RemoteAddr, "err", st.body.err)
@@ -252,6 +265,14 @@ func (st *stream) build() *protoError {
 	}
 	r.Method = hd.Method
 	r.ProtoMajor, r.ProtoMinor = st.proto, 0
+	if hd.Protocol != nil {
+		// RFC 8441: the one protocol served is the WebSocket (§5);
+		// another names a tunnel we do not make.
+		if !equalFoldString(hd.Protocol, "websocket") {
+			return errProtocol
+		}
+		r.Protocol = hd.Protocol
+	}
 	target := hd.Path
 	if len(target) > lim.reqLine {
 		return errLineTooLong
