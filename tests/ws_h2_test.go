@@ -12,6 +12,7 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"net"
+	"syscall"
 	"testing"
 	"time"
 
@@ -79,7 +80,9 @@ func (h *h2wsClient) next() http2.Frame {
 			h.ended, h.rst = true, f.ErrCode
 		}
 	case *http2.GoAwayFrame:
-		h.t.Fatalf("GOAWAY %v", f.ErrCode)
+		if f.ErrCode != http2.ErrCodeNo {
+			h.t.Fatalf("GOAWAY %v", f.ErrCode)
+		}
 	case *http2.PingFrame:
 		if !f.IsAck() {
 			h.fr.WritePing(true, f.Data)
@@ -221,5 +224,61 @@ func TestWS_HTTP2_NotOfferedForWSGI(t *testing.T) {
 	h.connect("/echo")
 	if !h.ended || h.rst != http2.ErrCodeProtocol {
 		t.Errorf("extended CONNECT to a WSGI app: head %v, rst %v; want RST_STREAM PROTOCOL_ERROR", h.head, h.rst)
+	}
+}
+
+// The client resetting the stream is the WebSocket's end: the app gets
+// websocket.disconnect (1006); other streams of the connection go on.
+// A server stop closes the session with 1012, as over HTTP/1.1.
+func TestWS_HTTP2_ResetAndStop(t *testing.T) {
+	s := Start(t, "--graceful-timeout", "5s", "ws_echo:app")
+	h := dialH2WS(t, s.Addr)
+	h.connect("/echo")
+	h.send(0x1, []byte("one"))
+	if op, p := h.recv(); op != 0x1 || string(p) != "one" {
+		t.Fatalf("echo: op %d %q", op, p)
+	}
+	h.fr.WriteRSTStream(1, http2.ErrCodeCancel)
+	h.bw.Flush()
+	var stats struct{ Disconnects [][]any }
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		_, body := s.Get(t, "/stats")
+		json.Unmarshal([]byte(body), &stats)
+		if len(stats.Disconnects) > 0 || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if len(stats.Disconnects) != 1 || stats.Disconnects[0][0] != float64(1006) {
+		t.Errorf("disconnects %v after RST_STREAM; want one 1006", stats.Disconnects)
+	}
+
+	// :protocol other than websocket: 501.
+	h2 := dialH2WS(t, s.Addr)
+	var hb bytes.Buffer
+	enc := hpack.NewEncoder(&hb)
+	for _, f := range [][2]string{{":method", "CONNECT"}, {":protocol", "webtransport"}, {":scheme", "http"}, {":path", "/echo"}, {":authority", "localhost"}} {
+		enc.WriteField(hpack.HeaderField{Name: f[0], Value: f[1]})
+	}
+	h2.fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: hb.Bytes(), EndHeaders: true})
+	h2.bw.Flush()
+	for h2.head == nil && !h2.ended {
+		h2.next()
+	}
+	if st, _ := field(h2.head, ":status"); st != "501" {
+		t.Errorf(":protocol webtransport answered %v (rst %v); want 501", h2.head, h2.rst)
+	}
+
+	h3 := dialH2WS(t, s.Addr)
+	h3.connect("/echo")
+	s.Signal(syscall.SIGTERM)
+	op, p := h3.recv()
+	if op != 0x8 || len(p) < 2 || binary.BigEndian.Uint16(p) != 1012 {
+		t.Errorf("at stop: op %d %x; want a close frame with 1012", op, p)
+	}
+	h3.send(0x8, p) // the closing handshake's answer
+	if rc := s.Wait(4 * time.Second); rc != 0 {
+		t.Errorf("exit status %d within 4s of SIGTERM; want 0", rc)
 	}
 }
