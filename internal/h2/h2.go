@@ -39,8 +39,10 @@
 //     no stream is left. A connection error sends GOAWAY with its code
 //     and closes (§5.4.1).
 //
-// Not supported: WebSocket over HTTP/2 (RFC 8441 extended CONNECT),
-// server push, h2c by Upgrade from HTTP/1.1 (RFC 9113 §3.1 deprecates it).
+// Extended CONNECT (RFC 8441, WebSockets over HTTP/2) with
+// Config.ExtendedConnect: the stream's handler hijacks it (http1
+// tunnel.go). Not supported: server push, h2c by Upgrade from HTTP/1.1
+// (RFC 9113 §3.1 deprecates it).
 package h2
 
 import (
