@@ -66,11 +66,15 @@ func (st *stream) hijack(w *ResponseWriter) (net.Conn, *bufio.ReadWriter, error)
 	if w.started || st.req.Protocol == nil || st.tunnel != nil {
 		return nil, nil, ErrHijacked
 	}
-	tc := &tunnelConn{bk: st.bk, local: st.req.LocalAddr, remote: st.req.RemoteAddr,
-		closed: make(chan struct{}), dlCh: make(chan struct{}), rd: make(chan tunnelResult)}
+	tc := newTunnel(st.bk, st.req.LocalAddr, st.req.RemoteAddr)
 	st.tunnel = tc
 	w.started, w.status, w.err = true, 200, ErrHijacked
 	return tc, bufio.NewReadWriter(bufio.NewReaderSize(tc, 16), bufio.NewWriterSize(tc, 16)), nil
+}
+
+func newTunnel(bk Stream, local, remote net.Addr) *tunnelConn {
+	return &tunnelConn{bk: bk, local: local, remote: remote,
+		closed: make(chan struct{}), dlCh: make(chan struct{}), rd: make(chan tunnelResult)}
 }
 
 func (tc *tunnelConn) reader() {
