@@ -333,7 +333,9 @@ func (st *stream) build() *protoError {
 
 	r.ContentLength = hd.ContentLength
 	switch {
-	case hd.EndStream:
+	case hd.EndStream || r.Protocol != nil:
+		// An extended CONNECT's DATA is the tunnel's (Hijack), not a
+		// body: NotifyClose then watches the stream until the hijack.
 		r.ContentLength = 0
 	case r.ContentLength < 0:
 		r.Chunked = true // length unknown: read to the end of the stream
