@@ -191,3 +191,61 @@ func TestBrowser_DjangoStaticOverHTTP3(t *testing.T) {
 		t.Errorf("no access record says HTTP/3.0")
 	}
 }
+
+// WebSockets over HTTP/2 from Chromium (issue 24): a page loaded over h2
+// opens a wss WebSocket to its own origin; Chromium uses the h2
+// connection when the server offers extended CONNECT (RFC 8441), and the
+// app says which HTTP version its websocket scope had.
+func TestBrowser_WebSocketOverHTTP2(t *testing.T) {
+	browser := chromium(t)
+	binPath(t)
+	pki := newPKI(t)
+	s := Start(t, append(pki.TLSArgs(), "--access-log", "ws_h2_page:app")...)
+	url := "https://127.0.0.1" + s.Addr[strings.LastIndexByte(s.Addr, ':'):] + "/"
+	spki, err := x509.MarshalPKIXPublicKey(&pki.serverKey.PublicKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := sha256.Sum256(spki)
+	cmd := exec.Command(browser, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
+		"--user-data-dir="+t.TempDir(),
+		"--ignore-certificate-errors-spki-list="+base64.StdEncoding.EncodeToString(sum[:]),
+		"--virtual-time-budget=10000", "--dump-dom", url)
+	var out, errb strings.Builder
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("chromium: %v\n%s", err, errb.String())
+		}
+	case <-time.After(90 * time.Second):
+		cmd.Process.Kill()
+		t.Fatalf("chromium did not finish in 90 s\n%s", errb.String())
+	}
+	m := resultRE.FindStringSubmatch(out.String())
+	if m == nil {
+		t.Fatalf("no result in the page's DOM:\n%s\nserver log:\n%s", out.String(), s.Logs())
+	}
+	var res struct {
+		Server struct {
+			HTTPVersion string `json:"http_version"`
+		}
+		Echo, Error  string
+		PageProtocol string `json:"page_protocol"`
+	}
+	if err := json.Unmarshal([]byte(strings.ReplaceAll(m[1], "&quot;", `"`)), &res); err != nil {
+		t.Fatalf("result %q: %v", m[1], err)
+	}
+	t.Logf("browser saw: %+v", res)
+	if res.PageProtocol != "h2" {
+		t.Errorf("the page came over %q; want h2", res.PageProtocol)
+	}
+	if res.Server.HTTPVersion != "2" {
+		t.Errorf("the app's websocket scope had http_version %q (echo %q, error %q); want 2", res.Server.HTTPVersion, res.Echo, res.Error)
+	}
+}

@@ -81,6 +81,11 @@ typedef struct ts_asgi_take_result {
     char *error;          /* app failure text (malloc'd; Go frees) */
     char *pathsend;       /* http.response.pathsend path (malloc'd; Go frees) */
     int ws_resume;        /* WebSocket: the app consumed enough, read on */
+    char *hints;          /* http.response.early_hint: "Link: v\r\n" lines (malloc'd; Go frees) */
+    size_t hints_len;
+    int trailers_wanted;  /* with the head: http.response.start said "trailers": True */
+    char *trailers;       /* with finished: the trailer section's lines (malloc'd; Go frees) */
+    size_t trailers_len;
 } ts_asgi_take_result;
 
 struct ts_loop;
@@ -127,6 +132,17 @@ typedef struct ts_asgi_slot {
     int ws_resume;            /* the loop tells Go's reader to go on */
 
     PyObject *cycle;          /* the loop's per-request object (loop thread only) */
+
+    /* http.response.early_hint (send.c): Link lines for a 103 not yet
+     * taken by Go; ts_asgi_take hands the buffer over */
+    char *hints;
+    size_t hints_len, hints_cap;
+
+    /* http.response.trailers (send.c): the head announced trailers; the
+     * trailer lines gathered until more_trailers is False */
+    int trailers_wanted;
+    char *trailers;
+    size_t trailers_len, trailers_cap;
 } ts_asgi_slot;
 
 ts_asgi_slot *ts_asgi_slot_new(int index);
@@ -171,6 +187,8 @@ typedef struct ts_channel {
      * send itself, and disconnected by the cycle's _on_disconnect. */
     char started, complete, disconnected;
     char bodied;  /* an http.response.body was sent: no pathsend after it */
+    char trailers;   /* http.response.start said "trailers": True */
+    char body_done;  /* with trailers: the last body was sent, trailers are due */
     /* body bytes the response's Content-Length still allows; -1 when it is
      * not checked (no Content-Length, a HEAD request, a 204 or 304) */
     int64_t body_left;

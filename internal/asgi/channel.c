@@ -457,6 +457,7 @@ ts_channel_new(ts_asgi_slot *s, uint32_t gen)
     ch->released = 0;
     ch->started = ch->complete = ch->disconnected = ch->bodied = 0;
     ch->body_left = -1;
+    ch->trailers = ch->body_done = 0;
     return ch;
 }
 

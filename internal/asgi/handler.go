@@ -194,6 +194,23 @@ func (s *slot) serve(h *Handler, w *http1.ResponseWriter, r *http1.Request, gen 
 		<-s.ready
 		t := s.take
 		C.ts_asgi_take(s.c, t)
+		if t.hints != nil {
+			// http.response.early_hint: a 103 before the head (RFC 8297);
+			// http1 drops it for HTTP/1.0 and once the head is out.
+			if !headSent {
+				w.WriteEarlyHints(unsafe.Slice((*byte)(unsafe.Pointer(t.hints)), int(t.hints_len)))
+			}
+			C.free(unsafe.Pointer(t.hints))
+			t.hints = nil
+		}
+		var trailers []byte
+		if t.trailers != nil {
+			// http.response.trailers, complete: copied, written after the
+			// body below
+			trailers = C.GoBytes(unsafe.Pointer(t.trailers), C.int(t.trailers_len))
+			C.free(unsafe.Pointer(t.trailers))
+			t.trailers = nil
+		}
 		headReady := t.head_ready != 0
 		if headReady && !headSent && t.app_done != 0 && t.finished == 0 && t.out_len == 0 && t.pathsend == nil {
 			// The app failed (or returned) after http.response.start but
@@ -204,7 +221,7 @@ func (s *slot) serve(h *Handler, w *http1.ResponseWriter, r *http1.Request, gen 
 		}
 		if headReady && !headSent {
 			cl := int64(t.content_length)
-			if cl < 0 && t.finished != 0 && t.pathsend == nil && (t.out_len > 0 || string(r.Method) != "HEAD") {
+			if cl < 0 && t.finished != 0 && t.pathsend == nil && t.trailers_wanted == 0 && (t.out_len > 0 || string(r.Method) != "HEAD") {
 				cl = int64(t.out_len) // the whole body is here: no chunking
 			}
 			head := unsafe.Slice((*byte)(unsafe.Pointer(t.head)), int(t.status_len+t.header_len))
@@ -254,6 +271,9 @@ func (s *slot) serve(h *Handler, w *http1.ResponseWriter, r *http1.Request, gen 
 		}
 		C.ts_asgi_written(s.c, gen)
 		if t.finished != 0 {
+			if trailers != nil {
+				w.WriteTrailers(trailers) // chunked HTTP/1.1 or HTTP/2; else dropped
+			}
 			return status // http1 finishes the framing and flushes
 		}
 		if t.out_len > 0 || flush {

@@ -95,6 +95,13 @@ ts_asgi_begin(ts_loop *loop, ts_asgi_slot *s)
     s->drain_wait = 0;
     s->error = NULL;
     s->pathsend = NULL;
+    free(s->hints);  /* hints the last request left untaken */
+    s->hints = NULL;
+    s->hints_len = s->hints_cap = 0;
+    free(s->trailers);
+    s->trailers = NULL;
+    s->trailers_len = s->trailers_cap = 0;
+    s->trailers_wanted = 0;
     s->ws_pushed = s->ws_consumed = 0;
     s->ws_read_wait = s->ws_resume = 0;
     pthread_mutex_unlock(&s->mu);
@@ -186,6 +193,7 @@ ts_asgi_take(ts_asgi_slot *s, ts_asgi_take_result *r)
         r->header_len = s->header_len;
         r->content_length = s->content_length;
         r->close = s->close;
+        r->trailers_wanted = s->trailers_wanted;
     }
     /* swap out and spare: the loop appends to a fresh buffer while Go
      * writes the taken one without the lock */
@@ -199,8 +207,14 @@ ts_asgi_take(ts_asgi_slot *s, ts_asgi_take_result *r)
     s->out_cap = tcap;
     s->out_len = 0;
     r->finished = s->finished && !s->finished_taken;
+    r->trailers = NULL;
+    r->trailers_len = 0;
     if (r->finished) {
         s->finished_taken = 1;
+        r->trailers = s->trailers;  /* complete by now: more_trailers False */
+        r->trailers_len = s->trailers_len;
+        s->trailers = NULL;
+        s->trailers_len = s->trailers_cap = 0;
     }
     r->app_done = s->app_done;
     r->want_body = s->want_body;
@@ -211,6 +225,10 @@ ts_asgi_take(ts_asgi_slot *s, ts_asgi_take_result *r)
     s->pathsend = NULL;
     r->ws_resume = s->ws_resume;
     s->ws_resume = 0;
+    r->hints = s->hints;
+    r->hints_len = s->hints_len;
+    s->hints = NULL;
+    s->hints_len = s->hints_cap = 0;
     pthread_mutex_unlock(&s->mu);
 }
 

@@ -366,5 +366,17 @@ ts_scope_setup(void)
         return -1;
     }
     Py_DECREF(v);
+    v = PyDict_New();  /* send.c: a 103 Early Hints before the head */
+    if (v == NULL || PyDict_SetItemString(extensions_template, "http.response.early_hint", v) < 0) {
+        Py_XDECREF(v);
+        return -1;
+    }
+    Py_DECREF(v);
+    v = PyDict_New();  /* send.c: a trailer section after the body */
+    if (v == NULL || PyDict_SetItemString(extensions_template, "http.response.trailers", v) < 0) {
+        Py_XDECREF(v);
+        return -1;
+    }
+    Py_DECREF(v);
     return 0;
 }

@@ -22,7 +22,8 @@ static PyObject *sent;                   /* the finished awaitable */
 static PyObject *client_disconnected;    /* _asgi.ClientDisconnected */
 static PyObject *s_type, *s_headers, *s_path;  /* interned: the same objects as scope.c's */
 static PyObject *s_body, *s_more_body, *s_status, *s_k_start, *s_k_body, *s_k_pathsend,
-    *s_waiter, *s_drain_wait, *s_final, *s_get, *empty_bytes, *empty_tuple;
+    *s_waiter, *s_drain_wait, *s_final, *s_get, *empty_bytes, *empty_tuple,
+    *s_k_early_hint, *s_links, *s_link, *s_k_trailers, *s_trailers, *s_more_trailers;
 
 static PyObject *
 sent_await(PyObject *self)
@@ -135,10 +136,169 @@ cycle_call(Channel *self, PyObject *name)
     return PyObject_CallMethodNoArgs(cycle, name);
 }
 
+#define HINTS_MAX (64 * 1024)  /* Link bytes waiting for one 103, as a head's bound */
+
+/* early_hint queues http.response.early_hint's links (an iterable of
+ * bytes, each a Link field value, RFC 8288) as "Link: v\r\n" lines for
+ * the 103 Early Hints Go writes before the final head (RFC 8297); 0, or
+ * -1 with an exception. After http.response.start it does nothing (a 1xx
+ * cannot follow the final head, RFC 9110 §15.2). */
+static int
+early_hint(Channel *self, PyObject *links)
+{
+    ts_asgi_slot *s = self->slot;
+    PyObject *it, *item;
+    int queued = 0;
+
+    if (!ts_channel_live(self)) {
+        return -1;
+    }
+    if (self->started) {
+        return 0;
+    }
+    if ((it = PyObject_GetIter(links)) == NULL) {
+        return -1;
+    }
+    while ((item = PyIter_Next(it)) != NULL) {
+        const char *v;
+        Py_ssize_t n;
+
+        if (!PyBytes_Check(item)) {
+            PyErr_Format(PyExc_TypeError, "http.response.early_hint 'links' items must be bytes, not %.100s",
+                         Py_TYPE(item)->tp_name);
+            goto error;
+        }
+        v = PyBytes_AS_STRING(item);
+        n = PyBytes_GET_SIZE(item);
+        if (ts_check_field("link", 4, v, n, s_link, item) < 0) {
+            goto error;
+        }
+        pthread_mutex_lock(&s->mu);
+        if (ts_buf_grow(&s->hints, &s->hints_cap, s->hints_len, (size_t)n + 8, HINTS_MAX) < 0) {
+            pthread_mutex_unlock(&s->mu);
+            goto error;
+        }
+        memcpy(s->hints + s->hints_len, "Link: ", 6);
+        memcpy(s->hints + s->hints_len + 6, v, (size_t)n);
+        memcpy(s->hints + s->hints_len + 6 + n, "\r\n", 2);
+        s->hints_len += (size_t)n + 8;
+        pthread_mutex_unlock(&s->mu);
+        queued = 1;
+        Py_DECREF(item);
+    }
+    Py_DECREF(it);
+    if (PyErr_Occurred()) {
+        return -1;
+    }
+    if (queued) {
+        ts_asgi_signal(s);  /* the 103 leaves now, not with the head */
+    }
+    return 0;
+
+error:
+    Py_DECREF(item);
+    Py_DECREF(it);
+    return -1;
+}
+
+/* trailers_add appends http.response.trailers' headers (an iterable of
+ * [name, value] bytes pairs) to the slot's trailer section as "Name:
+ * value\r\n" lines; framing fields (content-length, transfer-encoding,
+ * connection, keep-alive) are dropped, RFC 9110 §6.5.1. 0, or -1 with an
+ * exception. */
+static int
+trailers_add(Channel *self, PyObject *headers)
+{
+    ts_asgi_slot *s = self->slot;
+    PyObject *it, *item, *seq = NULL;
+
+    if ((it = PyObject_GetIter(headers)) == NULL) {
+        return -1;
+    }
+    while ((item = PyIter_Next(it)) != NULL) {
+        PyObject *no, *vo;
+        Py_ssize_t nlen, vlen;
+        const char *name, *val;
+
+        seq = PySequence_Fast(item, "each trailer must be a [name, value] pair");
+        Py_DECREF(item);
+        if (seq == NULL) {
+            goto error;
+        }
+        if (PySequence_Fast_GET_SIZE(seq) != 2) {
+            PyErr_SetString(PyExc_ValueError, "each trailer must be a [name, value] pair");
+            goto error;
+        }
+        no = PySequence_Fast_GET_ITEM(seq, 0);
+        vo = PySequence_Fast_GET_ITEM(seq, 1);
+        if (!PyBytes_Check(no) || !PyBytes_Check(vo)) {
+            PyErr_SetString(PyExc_TypeError, "http.response.trailers names and values must be bytes");
+            goto error;
+        }
+        name = PyBytes_AS_STRING(no);
+        nlen = PyBytes_GET_SIZE(no);
+        val = PyBytes_AS_STRING(vo);
+        vlen = PyBytes_GET_SIZE(vo);
+        if (ts_check_field(name, nlen, val, vlen, no, vo) < 0) {
+            goto error;
+        }
+        if (!ts_ascii_ieq(name, nlen, "content-length") && !ts_ascii_ieq(name, nlen, "transfer-encoding")
+            && !ts_ascii_ieq(name, nlen, "connection") && !ts_ascii_ieq(name, nlen, "keep-alive")) {
+            pthread_mutex_lock(&s->mu);
+            if (ts_buf_grow(&s->trailers, &s->trailers_cap, s->trailers_len, (size_t)(nlen + vlen) + 4, HINTS_MAX) < 0) {
+                pthread_mutex_unlock(&s->mu);
+                goto error;
+            }
+            memcpy(s->trailers + s->trailers_len, name, nlen);
+            s->trailers_len += nlen;
+            memcpy(s->trailers + s->trailers_len, ": ", 2);
+            s->trailers_len += 2;
+            memcpy(s->trailers + s->trailers_len, val, vlen);
+            s->trailers_len += vlen;
+            memcpy(s->trailers + s->trailers_len, "\r\n", 2);
+            s->trailers_len += 2;
+            pthread_mutex_unlock(&s->mu);
+        }
+        Py_CLEAR(seq);
+    }
+    Py_DECREF(it);
+    return PyErr_Occurred() ? -1 : 0;
+
+error:
+    Py_XDECREF(seq);
+    Py_DECREF(it);
+    return -1;
+}
+
+/* body_complete marks the response complete: a receive() waiting for the
+ * end now gets http.disconnect. 0, or -1 with an exception. */
+static int
+body_complete(Channel *self)
+{
+    PyObject *v;
+    int rc;
+
+    self->complete = 1;
+    if (self->slot->cycle != NULL) {
+        if ((v = PyObject_GetAttr(self->slot->cycle, s_waiter)) == NULL) {
+            return -1;
+        }
+        rc = v != Py_None;
+        Py_DECREF(v);
+        if (rc) {
+            if ((v = cycle_call(self, s_final)) == NULL) {
+                return -1;
+            }
+            Py_DECREF(v);
+        }
+    }
+    return 0;
+}
+
 static PyObject *
 channel_send(Channel *self, PyObject *message)
 {
-    PyObject *kind, *v, *v2;
+    PyObject *kind, *v, *v2, *v3;
     int more, wait, rc;
 
     if (self->disconnected) {
@@ -163,34 +323,30 @@ channel_send(Channel *self, PyObject *message)
         }
         more = PyObject_IsTrue(v);
         Py_DECREF(v);
-        if (more < 0 || (v = message_get(message, s_body, empty_bytes)) == NULL) {
+        if (more < 0 || self->body_done) {
+            /* with trailers, no body after the last one: ignored as after
+             * a complete response */
+            return more < 0 ? NULL : Py_NewRef(sent);
+        }
+        if ((v = message_get(message, s_body, empty_bytes)) == NULL) {
             return NULL;
         }
-        wait = ts_body_append(self, v, more);  /* raises on a bad message */
+        /* with trailers due the response ends with them, not here */
+        wait = ts_body_append(self, v, more || self->trailers);  /* raises on a bad message */
         Py_DECREF(v);
         if (wait < 0) {
             return NULL;
         }
         self->bodied = 1;
+        if (!more && self->trailers) {
+            self->body_done = 1;
+            more = 1;
+        }
         if (wait) {
             return cycle_call(self, s_drain_wait);
         }
-        if (!more) {
-            self->complete = 1;
-            /* a receive() waiting for the end now gets http.disconnect */
-            if (self->slot->cycle != NULL) {
-                if ((v = PyObject_GetAttr(self->slot->cycle, s_waiter)) == NULL) {
-                    return NULL;
-                }
-                rc = v != Py_None;
-                Py_DECREF(v);
-                if (rc) {
-                    if ((v = cycle_call(self, s_final)) == NULL) {
-                        return NULL;
-                    }
-                    Py_DECREF(v);
-                }
-            }
+        if (!more && body_complete(self) < 0) {
+            return NULL;
         }
         return Py_NewRef(sent);
     }
@@ -207,6 +363,17 @@ channel_send(Channel *self, PyObject *message)
             Py_DECREF(v);
             return NULL;
         }
+        if ((v3 = message_get(message, s_trailers, Py_False)) == NULL || (rc = PyObject_IsTrue(v3)) < 0) {
+            Py_XDECREF(v3);
+            Py_DECREF(v);
+            Py_DECREF(v2);
+            return NULL;
+        }
+        Py_DECREF(v3);
+        self->trailers = (char)rc;
+        pthread_mutex_lock(&self->slot->mu);
+        self->slot->trailers_wanted = rc;  /* Go keeps the framing that carries them */
+        pthread_mutex_unlock(&self->slot->mu);
         rc = ts_start_head(self, v, v2, 0);
         Py_DECREF(v);
         Py_DECREF(v2);
@@ -243,6 +410,46 @@ channel_send(Channel *self, PyObject *message)
         }
         Py_DECREF(v2);
         return Py_NewRef(sent);
+    }
+    if (kind_is(kind, s_k_trailers)) {
+        Py_DECREF(kind);
+        if (!self->started) {
+            PyErr_SetString(PyExc_RuntimeError, "ASGI: 'http.response.trailers' sent before 'http.response.start'");
+            return NULL;
+        }
+        if (!self->trailers || self->complete) {
+            return Py_NewRef(sent);  /* not announced by "trailers": True, or after the end */
+        }
+        if ((v = message_get(message, s_headers, empty_tuple)) == NULL) {
+            return NULL;
+        }
+        rc = trailers_add(self, v);
+        Py_DECREF(v);
+        if (rc < 0 || (v = message_get(message, s_more_trailers, Py_False)) == NULL) {
+            return NULL;
+        }
+        more = PyObject_IsTrue(v);
+        Py_DECREF(v);
+        if (more < 0) {
+            return NULL;
+        }
+        if (!more) {
+            /* the end of the response: Go writes the trailer section */
+            self->body_done = 1;
+            if (ts_body_append(self, empty_bytes, 0) < 0 || body_complete(self) < 0) {
+                return NULL;
+            }
+        }
+        return Py_NewRef(sent);
+    }
+    if (kind_is(kind, s_k_early_hint)) {
+        Py_DECREF(kind);
+        if ((v = message_get(message, s_links, empty_tuple)) == NULL) {
+            return NULL;
+        }
+        rc = early_hint(self, v);
+        Py_DECREF(v);
+        return rc < 0 ? NULL : Py_NewRef(sent);
     }
     PyErr_Format(PyExc_ValueError, "ASGI: unexpected message type %R on an HTTP connection", kind);
     Py_DECREF(kind);
@@ -330,6 +537,12 @@ ts_send_setup(void)
     INTERN(s_k_start, "http.response.start");
     INTERN(s_k_body, "http.response.body");
     INTERN(s_k_pathsend, "http.response.pathsend");
+    INTERN(s_k_early_hint, "http.response.early_hint");
+    INTERN(s_k_trailers, "http.response.trailers");
+    INTERN(s_trailers, "trailers");
+    INTERN(s_more_trailers, "more_trailers");
+    INTERN(s_links, "links");
+    INTERN(s_link, "link");
     INTERN(s_waiter, "waiter");
     INTERN(s_drain_wait, "_drain_wait");
     INTERN(s_final, "_final");

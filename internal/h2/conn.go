@@ -142,6 +142,9 @@ func (c *conn) serve() {
 		{ID: http2.SettingMaxFrameSize, Val: c.cfg.MaxFrameSize},
 		{ID: http2.SettingMaxHeaderListSize, Val: c.fr.MaxHeaderListSize},
 	}
+	if c.cfg.ExtendedConnect {
+		settings = append(settings, http2.Setting{ID: http2.SettingEnableConnectProtocol, Val: 1}) // RFC 8441 §3
+	}
 	c.fr.WriteSettings(settings...)
 	if inc := c.cfg.InitialConnectionWindowSize - initialWindow; inc > 0 {
 		c.fr.WriteWindowUpdate(0, uint32(inc))
@@ -642,7 +645,7 @@ func (c *conn) onHeaders(f *http2.MetaHeadersFrame) error {
 		return http2.StreamError{StreamID: id, Code: http2.ErrCodeRefusedStream}
 	}
 	st := newStream(c, id)
-	if !buildHead(f, &st.head) {
+	if !buildHead(f, &st.head, c.cfg.ExtendedConnect) {
 		return http2.StreamError{StreamID: id, Code: http2.ErrCodeProtocol}
 	}
 	st.clWant = st.head.ContentLength

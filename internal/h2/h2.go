@@ -39,8 +39,10 @@
 //     no stream is left. A connection error sends GOAWAY with its code
 //     and closes (§5.4.1).
 //
-// Not supported: WebSocket over HTTP/2 (RFC 8441 extended CONNECT),
-// server push, h2c by Upgrade from HTTP/1.1 (RFC 9113 §3.1 deprecates it).
+// Extended CONNECT (RFC 8441, WebSockets over HTTP/2) with
+// Config.ExtendedConnect: the stream's handler hijacks it (http1
+// tunnel.go). Not supported: server push, h2c by Upgrade from HTTP/1.1
+// (RFC 9113 §3.1 deprecates it).
 package h2
 
 import (
@@ -86,6 +88,11 @@ type Config struct {
 	// long (a client that stopped reading), and bounds each wait of a
 	// response for the peer's flow-control window. Zero: never.
 	WriteTimeout time.Duration
+	// ExtendedConnect sends SETTINGS_ENABLE_CONNECT_PROTOCOL = 1 and
+	// accepts CONNECT with :protocol (RFC 8441 §3, §4): WebSockets over
+	// HTTP/2 for an app that serves them (ASGI). Without it a :protocol
+	// field makes the request malformed (RFC 9113 §8.3).
+	ExtendedConnect bool
 }
 
 // Defaults for the zero fields of Config.

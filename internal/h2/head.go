@@ -16,9 +16,9 @@ import (
 // fields after regular ones, repeated pseudo-header fields and request
 // and response ones mixed (§8.2.1, §8.3). The strings of f are copied into
 // one buffer owned by hd.
-func buildHead(f *http2.MetaHeadersFrame, hd *http1.StreamHead) bool {
-	var method, scheme, path, authority, host string
-	var hasPath, hasHost bool
+func buildHead(f *http2.MetaHeadersFrame, hd *http1.StreamHead, extConnect bool) bool {
+	var method, scheme, path, authority, host, protocol string
+	var hasPath, hasHost, hasProtocol bool
 	cl, ncookie, size := int64(-1), 0, 0
 	for _, hf := range f.Fields {
 		if hf.IsPseudo() {
@@ -31,11 +31,18 @@ func buildHead(f *http2.MetaHeadersFrame, hd *http1.StreamHead) bool {
 				path, hasPath = hf.Value, true
 			case ":authority":
 				authority = hf.Value
+			case ":protocol":
+				// RFC 8441 §4: offered by SETTINGS_ENABLE_CONNECT_PROTOCOL
+				// only; without it the field is undefined (below).
+				if !extConnect {
+					return false
+				}
+				protocol, hasProtocol = hf.Value, true
 			default:
 				// §8.3: "Endpoints MUST treat a request or response that
 				// contains undefined or invalid pseudo-header fields as
-				// malformed" (:status in a request; :protocol, RFC 8441,
-				// is not offered).
+				// malformed" (:status in a request; :protocol when RFC
+				// 8441 is not offered).
 				return false
 			}
 			continue
@@ -84,7 +91,14 @@ func buildHead(f *http2.MetaHeadersFrame, hd *http1.StreamHead) bool {
 	if method == "" {
 		return false
 	}
-	if method == "CONNECT" {
+	if hasProtocol {
+		// RFC 8441 §4: an extended CONNECT carries ":protocol" on a
+		// CONNECT only, and then ":scheme" and ":path" as other requests
+		// do; ":authority" names the target.
+		if method != "CONNECT" || protocol == "" || scheme == "" || path == "" || authority == "" {
+			return false
+		}
+	} else if method == "CONNECT" {
 		// §8.5: ":scheme" and ":path" "MUST be omitted", ":authority"
 		// present. The request reaches http1, which refuses it (400) as
 		// it refuses HTTP/1 CONNECT.
@@ -104,13 +118,16 @@ func buildHead(f *http2.MetaHeadersFrame, hd *http1.StreamHead) bool {
 		authority = host
 	}
 
-	buf := make([]byte, 0, size+len(method)+len(path)+len(authority)+2*ncookie)
+	buf := make([]byte, 0, size+len(method)+len(path)+len(authority)+len(protocol)+2*ncookie)
 	take := func(s string) []byte {
 		n := len(buf)
 		buf = append(buf, s...)
 		return buf[n:len(buf):len(buf)]
 	}
 	hd.Method, hd.Path, hd.Authority = take(method), take(path), take(authority)
+	if hasProtocol {
+		hd.Protocol = take(protocol)
+	}
 	hd.Header = make([]http1.Field, 0, len(f.Fields))
 	cookie := -1
 	for _, hf := range f.Fields {

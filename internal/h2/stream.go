@@ -169,6 +169,27 @@ func (st *stream) WriteHeaders(status int, fields []http1.Field, endStream bool)
 	return nil
 }
 
+// WriteTrailers implements http1.TrailerWriter: a HEADERS frame without
+// pseudo-header fields that ends the stream (RFC 9113 §8.1).
+func (st *stream) WriteTrailers(fields []http1.Field) error {
+	c := st.c
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if err := st.writableLocked(); err != nil {
+		return err
+	}
+	c.hbuf.Reset()
+	for _, f := range fields {
+		c.henc.WriteField(hpack.HeaderField{Name: string(f.Name), Value: string(f.Value)})
+	}
+	c.writeBlockLocked(st.id, c.hbuf.Bytes(), true)
+	c.endLocked(st)
+	if c.werr != nil {
+		return errConnGone
+	}
+	return nil
+}
+
 // WriteData implements http1.Stream: p is cut to the peer's
 // SETTINGS_MAX_FRAME_SIZE and to the stream's and the connection's send
 // windows (RFC 9113 §6.9.1), waiting for WINDOW_UPDATE until deadline.

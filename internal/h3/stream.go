@@ -173,6 +173,14 @@ func (st *stream) WriteHeaders(status int, fields []http1.Field, endStream bool)
 		hdr[k] = append(hdr[k], string(f.Value))
 	}
 	st.w.WriteHeader(status)
+	if status < 200 {
+		// An interim head (103): quic-go writes it now; its fields must
+		// not reach the final head through the shared header map.
+		for _, f := range fields {
+			delete(hdr, http.CanonicalHeaderKey(string(f.Name)))
+		}
+		return nil
+	}
 	if endStream {
 		st.ended = true
 		return st.flush()

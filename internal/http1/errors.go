@@ -80,6 +80,7 @@ var (
 	errRequestLine     = perr(400, "malformed request line")
 	errMethod          = perr(400, "invalid method")
 	errTarget          = perr(400, "invalid request target")
+	errProtocol        = perr(501, "unsupported :protocol (RFC 8441)")
 	errVersion         = perr(400, "malformed HTTP version")
 	errVersionNotSupp  = perr(505, "HTTP version not supported")
 	errObsFold         = perr(400, "obsolete line folding")

@@ -31,7 +31,15 @@ var ErrHijacked = errors.New("http1: connection hijacked or not hijackable")
 // read to io.EOF (a request without a body, such as a WebSocket
 // handshake, qualifies); otherwise it returns ErrHijacked and the
 // ResponseWriter stays usable.
+//
+// On an HTTP/2 stream only an extended CONNECT (Request.Protocol, RFC
+// 8441) can be hijacked: the conn reads and writes the stream's DATA, its
+// first write (an HTTP/1.1 101 head) becomes the 200 HEADERS (tunnel.go),
+// and the stream ends when the conn is closed.
 func (w *ResponseWriter) Hijack() (net.Conn, *bufio.ReadWriter, error) {
+	if w.st != nil {
+		return w.st.hijack(w)
+	}
 	c := w.c
 	if c == nil || c.hijacked || w.started || !c.body.eof {
 		return nil, nil, ErrHijacked

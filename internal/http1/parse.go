@@ -26,6 +26,11 @@ type Request struct {
 	// refused with 505 before the handler runs. HTTP/2 and HTTP/3
 	// streams (stream.go) are 2.0 and 3.0.
 	ProtoMajor, ProtoMinor int
+	// Protocol is the ":protocol" of an HTTP/2 extended CONNECT (RFC 8441
+	// §4: "websocket", the one accepted), nil otherwise. Such a request
+	// is a WebSocket opening handshake over the stream (RFC 8441 §5);
+	// Hijack hands the stream over as a net.Conn.
+	Protocol []byte
 
 	// TLS is the connection's TLS state after its handshake (client
 	// certificates, version, cipher suite), nil on a plain connection.

@@ -26,12 +26,13 @@ type ResponseWriter struct {
 	started bool
 	status  int
 
-	noBody   bool  // HEAD, 204, 304: body bytes are discarded
-	chunked  bool  // framing is chunked
-	declared int64 // Content-Length given to WriteHead, -1 if none
-	written  int64 // body bytes accepted so far
-	close    bool  // Connection: close was sent; close after this response
-	err      error // first write error (sticky)
+	noBody   bool   // HEAD, 204, 304: body bytes are discarded
+	chunked  bool   // framing is chunked
+	declared int64  // Content-Length given to WriteHead, -1 if none
+	written  int64  // body bytes accepted so far
+	close    bool   // Connection: close was sent; close after this response
+	err      error  // first write error (sticky)
+	trailer  []byte // WriteTrailers: the trailer section's lines, written by finish
 }
 
 func (w *ResponseWriter) reset(c *conn, req *Request) {
@@ -353,7 +354,9 @@ func (w *ResponseWriter) Short() (declared, written int64, short bool) {
 // terminator and a flush. It reports whether the connection may be reused.
 func (w *ResponseWriter) finish() bool {
 	if w.chunked && w.err == nil {
-		w.bw.WriteString("0\r\n\r\n")
+		w.bw.WriteString("0\r\n")
+		w.bw.Write(w.trailer) // trailer-section, RFC 9112 §7.1.2
+		w.bw.WriteString("\r\n")
 	}
 	if w.bw == nil {
 		return w.err == nil && !w.close // nothing was written
@@ -461,4 +464,51 @@ func hasField(header []byte, name string) bool {
 		}
 	}
 	return false
+}
+
+// WriteEarlyHints sends a 103 (Early Hints) interim response (RFC 8297)
+// carrying header, a block of "Link: value\r\n" lines already validated
+// by the caller, and flushes it. It does nothing once the final head was
+// written, to an HTTP/1.0 client (which never gets a 1xx, RFC 9110 §15.2),
+// or for an empty header. Over HTTP/2 it is a HEADERS frame with :status
+// 103 on the stream (RFC 9113 §8.1). Errors: ErrClientGone.
+func (w *ResponseWriter) WriteEarlyHints(header []byte) error {
+	if w.started || len(header) == 0 {
+		return nil
+	}
+	if w.st != nil {
+		return w.st.writeInterim(w, 103, header)
+	}
+	if w.req.ProtoMinor == 0 || w.err != nil {
+		return w.err
+	}
+	bw := w.c.writer()
+	bw.WriteString("HTTP/1.1 103 Early Hints\r\n")
+	bw.Write(header)
+	bw.WriteString("\r\n")
+	if err := bw.Flush(); err != nil {
+		w.err = err
+		return err
+	}
+	return nil
+}
+
+// WriteTrailers sets the response's trailer section (RFC 9110 §6.5):
+// header is a block of "Name: value\r\n" lines, validated by the caller,
+// without framing fields. It is sent after the body: by the last-chunk of
+// a chunked HTTP/1.1 body (RFC 9112 §7.1.2), as a HEADERS frame ending an
+// HTTP/2 stream (RFC 9113 §8.1). A response framed otherwise (a
+// Content-Length, HTTP/1.0, no body, HTTP/3) has nowhere to carry them:
+// they are dropped. Call it after the last Write. Errors: ErrClientGone.
+func (w *ResponseWriter) WriteTrailers(header []byte) error {
+	if !w.started || w.noBody || len(header) == 0 {
+		return nil
+	}
+	if w.st != nil {
+		return w.st.writeTrailers(w, header)
+	}
+	if w.chunked {
+		w.trailer = append(w.trailer[:0], header...)
+	}
+	return nil
 }

@@ -76,6 +76,9 @@ type StreamHead struct {
 	TooLarge bool
 	// ExpectContinue: "expect: 100-continue" with a body to come.
 	ExpectContinue bool
+	// Protocol is :protocol of an extended CONNECT (RFC 8441 §4; Path
+	// is then :path), nil otherwise.
+	Protocol []byte
 }
 
 // Stream is one HTTP/2 stream as the connection serves it to
@@ -136,6 +139,7 @@ type stream struct {
 	w     ResponseWriter
 
 	aborted  bool          // Abort was called: reset the stream
+	tunnel   *tunnelConn   // Hijack (RFC 8441): the stream as a net.Conn
 	bodyWait time.Duration // time spent blocked in body reads (MinBodyRate)
 
 	watchStop chan struct{} // NotifyClose: closed when the handler returned
@@ -199,6 +203,15 @@ func (st *stream) serve(h *StreamHandler, bk Stream, head *StreamHead) (reset bo
 	}
 	st.stopWatch()
 
+	if tc := st.tunnel; tc != nil {
+		// Hijacked (an RFC 8441 WebSocket): the stream is the session's
+		// until it closes the conn; like a hijacked HTTP/1 connection it
+		// no longer counts as in flight.
+		s.inflight.Add(-1)
+		<-tc.closed
+		s.inflight.Add(1)
+		return !tc.headSent.Load() || panicked
+	}
 	if !w.started {
 		if perr := bodyErrStatus(st.body.err); perr != nil {
 			s.logger().Debug("http2: request body failed", "remote", req.RemoteAddr, "err", st.body.err)
@@ -252,6 +265,14 @@ func (st *stream) build() *protoError {
 	}
 	r.Method = hd.Method
 	r.ProtoMajor, r.ProtoMinor = st.proto, 0
+	if hd.Protocol != nil {
+		// RFC 8441: the one protocol served is the WebSocket (§5);
+		// another names a tunnel we do not make.
+		if !equalFoldString(hd.Protocol, "websocket") {
+			return errProtocol
+		}
+		r.Protocol = hd.Protocol
+	}
 	target := hd.Path
 	if len(target) > lim.reqLine {
 		return errLineTooLong
@@ -312,7 +333,9 @@ func (st *stream) build() *protoError {
 
 	r.ContentLength = hd.ContentLength
 	switch {
-	case hd.EndStream:
+	case hd.EndStream || r.Protocol != nil:
+		// An extended CONNECT's DATA is the tunnel's (Hijack), not a
+		// body: NotifyClose then watches the stream until the hijack.
 		r.ContentLength = 0
 	case r.ContentLength < 0:
 		r.Chunked = true // length unknown: read to the end of the stream
@@ -532,4 +555,57 @@ func (st *stream) stopWatch() {
 		close(st.watchStop)
 		<-st.watchDone
 	}
+}
+
+// TrailerWriter is a Stream that can end with a trailer section (an
+// HTTP/2 stream: a HEADERS frame with END_STREAM, RFC 9113 §8.1).
+type TrailerWriter interface {
+	// WriteTrailers sends fields (lowercase names) and ends the stream.
+	WriteTrailers(fields []Field) error
+}
+
+// writeTrailers ends the stream with header's fields when the stream can
+// carry them and the body has not ended it (a declared Content-Length
+// met ends it: the trailers are then dropped).
+func (st *stream) writeTrailers(w *ResponseWriter, header []byte) error {
+	tw, ok := st.bk.(TrailerWriter)
+	if !ok || w.err != nil || w.declared >= 0 {
+		return nil
+	}
+	if err := tw.WriteTrailers(headerFields(header)); err != nil {
+		w.err = &clientGoneError{err}
+		return w.err
+	}
+	return nil
+}
+
+// headerFields splits "Name: value\r\n" lines into fields, names
+// lowercased (RFC 9113 §8.2.1).
+func headerFields(header []byte) []Field {
+	var fs []Field
+	for block := header; len(block) > 0; {
+		line := block
+		if i := bytes.Index(block, crlf); i >= 0 {
+			line, block = block[:i], block[i+2:]
+		} else {
+			block = nil
+		}
+		colon := bytes.IndexByte(line, ':')
+		if colon <= 0 {
+			continue
+		}
+		fs = append(fs, Field{Name: bytes.ToLower(line[:colon]), Value: trimOWS(line[colon+1:])})
+	}
+	return fs
+}
+
+// writeInterim sends a 1xx head (status 103 from WriteEarlyHints) with the
+// fields of header ("Name: value\r\n" lines), lowercased; the final head
+// follows later (RFC 9113 §8.1).
+func (st *stream) writeInterim(w *ResponseWriter, status int, header []byte) error {
+	if err := st.bk.WriteHeaders(status, headerFields(header), false); err != nil {
+		w.err = &clientGoneError{err}
+		return w.err
+	}
+	return st.bk.Flush()
 }

@@ -12,7 +12,10 @@ import (
 // newHTTP2 returns the HTTP/2 server for the --http2-* settings. Idle
 // connections close after --timeout-keep-alive, as HTTP/1 ones do, and a
 // connection that accepts no bytes for --timeout-write closes.
-func newHTTP2(cfg *config.Config, log *slog.Logger) *h2.Server {
+//
+// extConnect offers RFC 8441's extended CONNECT (WebSockets over HTTP/2):
+// for an ASGI app, which serves WebSockets.
+func newHTTP2(cfg *config.Config, log *slog.Logger, extConnect bool) *h2.Server {
 	return h2.New(h2.Config{
 		MaxConcurrentStreams:        cfg.HTTP2MaxConcurrentStreams,
 		InitialConnectionWindowSize: cfg.HTTP2InitialConnectionWindowSize,
@@ -23,6 +26,7 @@ func newHTTP2(cfg *config.Config, log *slog.Logger) *h2.Server {
 		KeepAliveTimeout:            cfg.HTTP2KeepAliveTimeout,
 		IdleTimeout:                 h2Idle(cfg.TimeoutKeepAlive),
 		WriteTimeout:                cfg.TimeoutWrite,
+		ExtendedConnect:             extConnect,
 	}, log)
 }
 

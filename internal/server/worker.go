@@ -178,7 +178,7 @@ func Run(cfg *config.Config, log *slog.Logger) int {
 		srv.TLSServerCert = pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: tc.Certificates[0].Certificate[0]})
 	}
 	if cfg.HTTP != "1" {
-		srv.HTTP2 = newHTTP2(cfg, log)
+		srv.HTTP2 = newHTTP2(cfg, log, kind == "asgi")
 		srv.HTTP2Only = cfg.HTTP == "2"
 	}
 	if cfg.LimitRequestFieldSize > srv.MaxHeaderBytes {

@@ -51,6 +51,9 @@
 // and drains for a while (linger), so that the client reads the close
 // frame rather than a reset.
 //
-// Not supported: WebSocket over HTTP/2 (RFC 8441 extended CONNECT; such
-// requests are refused by x/net, see internal/h2).
+// Over HTTP/2 (RFC 8441) the handshake is an extended CONNECT
+// (http1.Request.Protocol): CheckHandshake takes its form, and Hijack
+// gives the stream as a net.Conn whose first write, gorilla's 101,
+// becomes the 200 HEADERS (internal/http1 tunnel.go); the rest is the
+// same.
 package websocket

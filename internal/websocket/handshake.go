@@ -15,7 +15,13 @@ import (
 // IsUpgrade reports whether r asks for a WebSocket: an Upgrade field
 // whose token list holds "websocket" (case-insensitive). Whether it asks
 // correctly is CheckHandshake's job.
+//
+// Over HTTP/2 the request is an extended CONNECT with :protocol websocket
+// (RFC 8441 §4), which http1 gives as Request.Protocol.
 func IsUpgrade(r *http1.Request) bool {
+	if r.Protocol != nil {
+		return reqblock.EqualFold(r.Protocol, []byte("websocket"))
+	}
 	for i := range r.Header {
 		f := &r.Header[i]
 		if len(f.Name) == 7 && reqblock.EqualFold(f.Name, []byte("upgrade")) && hasToken(f.Value, "websocket") {
@@ -53,14 +59,25 @@ type Handshake struct {
 // CheckHandshake validates an opening handshake (RFC 6455 §4.2.1) and
 // returns it, or the status to refuse it with (400; 426 for a version
 // other than 13, §4.2.2) and a fixed reason for the body.
+//
+// An HTTP/2 extended CONNECT (RFC 8441 §5) has no Connection, Upgrade or
+// Sec-WebSocket-Key: it needs :protocol websocket and
+// Sec-WebSocket-Version 13, and its Key is h2Key (gorilla's Upgrader
+// checks one is there; the Accept computed from it is not sent).
 func CheckHandshake(r *http1.Request) (hs Handshake, status int, why string) {
-	if string(r.Method) != "GET" {
+	h2 := r.Protocol != nil
+	if h2 {
+		if string(r.Method) != "CONNECT" {
+			return hs, 400, "a WebSocket over HTTP/2 is an extended CONNECT"
+		}
+		hs.Key = h2Key
+	} else if string(r.Method) != "GET" {
 		return hs, 400, "a WebSocket handshake must be a GET"
 	}
-	if r.ProtoMinor < 1 {
+	if r.ProtoMajor == 1 && r.ProtoMinor < 1 {
 		return hs, 400, "a WebSocket handshake needs HTTP/1.1"
 	}
-	if r.ContentLength != 0 || r.Chunked {
+	if !h2 && (r.ContentLength != 0 || r.Chunked) {
 		return hs, 400, "a WebSocket handshake has no body"
 	}
 	var conn, version bool
@@ -97,11 +114,14 @@ func CheckHandshake(r *http1.Request) (hs Handshake, status int, why string) {
 			hs.Extensions = append(hs.Extensions, string(f.Value))
 		}
 	}
-	if !conn {
+	if !conn && !h2 {
 		return hs, 400, "Connection must list upgrade"
 	}
 	if versions != 1 || !version {
 		return hs, 426, "Sec-WebSocket-Version must be 13"
+	}
+	if h2 {
+		return hs, 0, ""
 	}
 	// §4.2.1 item 5: "a base64-encoded value that, when decoded, is 16
 	// bytes in length".
@@ -113,6 +133,10 @@ func CheckHandshake(r *http1.Request) (hs Handshake, status int, why string) {
 	}
 	return hs, 0, ""
 }
+
+// h2Key stands for the Sec-WebSocket-Key an HTTP/2 handshake does not
+// have (RFC 8441 §5): RFC 6455 §1.3's sample nonce.
+const h2Key = "dGhlIHNhbXBsZSBub25jZQ=="
 
 // isToken reports whether b is a non-empty token (RFC 9110 §5.6.2).
 func isToken(b []byte) bool {

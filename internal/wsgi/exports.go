@@ -46,6 +46,23 @@ func go_ts_wsgi_flush(h C.uintptr_t) C.int {
 	return 0
 }
 
+// go_ts_wsgi_early_hints writes a 103 Early Hints with the n bytes of
+// header ("Name: value\r\n" lines, validated) before the head; http1
+// sends nothing to an HTTP/1.0 client or once the head is out. A write
+// error is kept for the next flush to report.
+//
+//export go_ts_wsgi_early_hints
+func go_ts_wsgi_early_hints(h C.uintptr_t, header *C.char, n C.size_t) {
+	s := cgo.Handle(h).Value().(*slot)
+	defer s.sync.Add(1)
+	if s.werr != nil || s.headSent {
+		return
+	}
+	if err := s.w.WriteEarlyHints(unsafe.Slice((*byte)(unsafe.Pointer(header)), int(n))); err != nil {
+		s.werr = err
+	}
+}
+
 // go_ts_wsgi_read reads up to n body bytes into buf. Returns the count, 0 at
 // the end of the body, or -1 on an error (client gone, timeout, framing,
 // too large).

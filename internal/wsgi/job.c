@@ -19,7 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-static PyObject *str_wsgi_input, *str_close;
+static PyObject *str_wsgi_input, *str_close, *str_wsgi_early_hints, *str_early_hints;
 
 /* ---- the request block ----------------------------------------------- */
 
@@ -163,7 +163,7 @@ static void
 wsgi_run(ts_job *base, ts_thread *t)
 {
     ts_wsgi_job *job = (ts_wsgi_job *)base;
-    PyObject *ctx, *environ = NULL, *result = NULL, *args[2];
+    PyObject *ctx, *environ = NULL, *result = NULL, *args[2], *hints;
     ts_wsgi_input *input = NULL;
     ts_wsgi_start_response *sr = NULL;
 
@@ -187,6 +187,13 @@ wsgi_run(ts_job *base, ts_thread *t)
         ts_wsgi_fail(job);
         goto out;
     }
+    if ((hints = PyObject_GetAttr((PyObject *)sr, str_early_hints)) == NULL
+        || PyDict_SetItem(environ, str_wsgi_early_hints, hints) < 0) {
+        Py_XDECREF(hints);
+        ts_wsgi_fail(job);
+        goto out;
+    }
+    Py_DECREF(hints);
     args[0] = environ;
     args[1] = (PyObject *)sr;
     result = PyObject_Vectorcall(ts_app, args, 2, NULL);
@@ -237,7 +244,9 @@ ts_wsgi_setup(void)
 {
     str_wsgi_input = PyUnicode_InternFromString("wsgi.input");
     str_close = PyUnicode_InternFromString("close");
-    if (str_wsgi_input == NULL || str_close == NULL) {
+    str_wsgi_early_hints = PyUnicode_InternFromString("wsgi.early_hints");
+    str_early_hints = PyUnicode_InternFromString("early_hints");
+    if (str_wsgi_input == NULL || str_close == NULL || str_wsgi_early_hints == NULL || str_early_hints == NULL) {
         return -1;
     }
     if (ts_wsgi_input_setup() < 0 || ts_wsgi_response_setup() < 0

@@ -331,6 +331,75 @@ start_response_write(StartResponse *self, PyObject *data)
     Py_RETURN_NONE;
 }
 
+/* start_response.early_hints(headers): environ["wsgi.early_hints"], as
+ * gunicorn offers it: headers is a list of (name, value) str pairs, sent
+ * at once as a 103 Early Hints (RFC 8297), validated as start_response's
+ * are. Nothing is sent once the head is on the wire, to an HTTP/1.0
+ * client (Go's side), or for an empty list; a client gone is not an
+ * error here (the next write sees it). */
+static PyObject *
+start_response_early_hints(StartResponse *self, PyObject *headers)
+{
+    ts_wsgi_job *job = self->job;
+    PyObject *seq, *nh = NULL, *vh = NULL;
+    char *buf = NULL;
+    size_t len = 0, cap = 0;
+    Py_ssize_t i, n;
+    ts_thread *t;
+
+    if (job == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "wsgi.early_hints called after the request ended");
+        return NULL;
+    }
+    seq = PySequence_Fast(headers, "wsgi.early_hints takes a list of (name, value) tuples");
+    if (seq == NULL) {
+        return NULL;
+    }
+    n = PySequence_Fast_GET_SIZE(seq);
+    for (i = 0; i < n; i++) {
+        PyObject *item = PySequence_Fast_GET_ITEM(seq, i);
+        const char *name, *val;
+        Py_ssize_t nlen, vlen;
+
+        if (!PyTuple_Check(item) || PyTuple_GET_SIZE(item) != 2) {
+            PyErr_SetString(PyExc_TypeError, "each header must be a (name, value) tuple of two str");
+            goto error;
+        }
+        if ((name = latin1(PyTuple_GET_ITEM(item, 0), "header name", &nh, &nlen)) == NULL
+            || (val = latin1(PyTuple_GET_ITEM(item, 1), "header value", &vh, &vlen)) == NULL
+            || ts_check_field(name, nlen, val, vlen, PyTuple_GET_ITEM(item, 0), PyTuple_GET_ITEM(item, 1)) < 0
+            || ts_buf_grow(&buf, &cap, len, nlen + vlen + 4, HEAD_MAX) < 0) {
+            goto error;
+        }
+        memcpy(buf + len, name, nlen);
+        len += nlen;
+        memcpy(buf + len, ": ", 2);
+        len += 2;
+        memcpy(buf + len, val, vlen);
+        len += vlen;
+        memcpy(buf + len, "\r\n", 2);
+        len += 2;
+        Py_CLEAR(nh);
+        Py_CLEAR(vh);
+    }
+    Py_DECREF(seq);
+    if (len > 0 && !job->head_sent) {
+        t = ts_thread_current();
+        ts_thread_detach(t, 0);
+        go_ts_wsgi_early_hints(job->handle, buf, len);
+        ts_thread_attach(t);
+    }
+    free(buf);
+    Py_RETURN_NONE;
+
+error:
+    Py_XDECREF(nh);
+    Py_XDECREF(vh);
+    Py_DECREF(seq);
+    free(buf);
+    return NULL;
+}
+
 static void
 start_response_dealloc(StartResponse *self)
 {
@@ -341,6 +410,7 @@ start_response_dealloc(StartResponse *self)
 
 static PyMethodDef start_response_methods[] = {
     {"write", (PyCFunction)start_response_write, METH_O, "write(data): the imperative write callable (PEP 3333)"},
+    {"early_hints", (PyCFunction)start_response_early_hints, METH_O, "early_hints(headers): a 103 Early Hints now (environ['wsgi.early_hints'])"},
     {NULL, NULL, 0, NULL},
 };
 
