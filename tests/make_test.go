@@ -12,6 +12,23 @@ import (
 	"testing"
 )
 
+// makeCommand is make with args, in the repository, as a user at a shell
+// runs it: without the MAKELEVEL and MAKEFLAGS of a `make test` that runs
+// these tests (under them make is a sub-make, which prints "Entering
+// directory" lines a user never sees).
+func makeCommand(args ...string) *exec.Cmd {
+	cmd := exec.Command("make", args...)
+	cmd.Dir = repoRoot()
+	for _, kv := range os.Environ() {
+		switch k, _, _ := strings.Cut(kv, "="); k {
+		case "MAKELEVEL", "MAKEFLAGS", "MFLAGS", "MAKEOVERRIDES", "MAKE_TERMOUT", "MAKE_TERMERR":
+		default:
+			cmd.Env = append(cmd.Env, kv)
+		}
+	}
+	return cmd
+}
+
 // The virtualenv step of `make run` (venv-run) prints the commands it runs
 // the first time and nothing once the virtualenv is up to date; its stamp
 // stays (it is not an intermediate file make deletes). Run with a
@@ -26,8 +43,7 @@ func TestMake_RunQuiet(t *testing.T) {
 	venv := filepath.Join(t.TempDir(), ".venv")
 	run := func() string {
 		t.Helper()
-		cmd := exec.Command("make", "venv-run", "PYTHON="+python, "VENV="+venv)
-		cmd.Dir = repoRoot()
+		cmd := makeCommand("venv-run", "PYTHON="+python, "VENV="+venv)
 		out, err := cmd.CombinedOutput()
 		if err != nil {
 			t.Fatalf("make venv-run: %v\n%s", err, out)
@@ -65,8 +81,7 @@ func TestMake_RunAddress(t *testing.T) {
 		{"-b 127.0.0.1:18130", false}, {"--bind=unix:/tmp/t.sock", false}, {"--uds /tmp/t.sock", false},
 		{"--port 9000", false}, {"-b127.0.0.1", false},
 	} {
-		cmd := exec.Command("make", "-n", "-o", "build", "-o", "venv-run", "run", "PYTHON="+python, "ARGS="+c.args)
-		cmd.Dir = repoRoot()
+		cmd := makeCommand("-n", "-o", "build", "-o", "venv-run", "run", "PYTHON="+python, "ARGS="+c.args)
 		out, err := cmd.CombinedOutput()
 		if err != nil {
 			t.Fatalf("make -n run ARGS=%q: %v\n%s", c.args, err, out)
@@ -107,8 +122,7 @@ func TestMake_VenvKeptAcrossPythonNames(t *testing.T) {
 	}
 	make := func(target, py, venv string) string {
 		t.Helper()
-		cmd := exec.Command("make", "--no-print-directory", target, "PYTHON="+py, "VENV="+venv)
-		cmd.Dir = repoRoot()
+		cmd := makeCommand("--no-print-directory", target, "PYTHON="+py, "VENV="+venv)
 		out, err := cmd.CombinedOutput()
 		if err != nil {
 			t.Fatalf("make %s PYTHON=%s: %v\n%s", target, py, err, out)
