@@ -31,21 +31,9 @@ func Bind(host string, port int, uds string, backlog int) (net.Listener, error) 
 		}
 		return l, nil
 	}
-	ips, err := net.LookupIP(host)
-	if err != nil || len(ips) == 0 {
-		return nil, fmt.Errorf("listen: cannot resolve host %q: %v", host, err)
-	}
-	ip := ips[0]
-	family, sa := syscall.AF_INET, syscall.Sockaddr(nil)
-	if ip4 := ip.To4(); ip4 != nil {
-		a := &syscall.SockaddrInet4{Port: port}
-		copy(a.Addr[:], ip4)
-		sa = a
-	} else {
-		family = syscall.AF_INET6
-		a := &syscall.SockaddrInet6{Port: port}
-		copy(a.Addr[:], ip.To16())
-		sa = a
+	family, sa, err := sockaddr(host, port)
+	if err != nil {
+		return nil, err
 	}
 	fd, err := syscall.Socket(family, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
 	if err != nil {
@@ -111,21 +99,9 @@ func Admin(bind string) (net.Listener, error) {
 // The master binds one per worker slot (internal/supervise), a lone
 // server one. The socket is close-on-exec; the caller owns the file.
 func BindUDP(host string, port int) (*os.File, error) {
-	ips, err := net.LookupIP(host)
-	if err != nil || len(ips) == 0 {
-		return nil, fmt.Errorf("listen: cannot resolve host %q: %v", host, err)
-	}
-	ip := ips[0]
-	family, sa := syscall.AF_INET, syscall.Sockaddr(nil)
-	if ip4 := ip.To4(); ip4 != nil {
-		a := &syscall.SockaddrInet4{Port: port}
-		copy(a.Addr[:], ip4)
-		sa = a
-	} else {
-		family = syscall.AF_INET6
-		a := &syscall.SockaddrInet6{Port: port}
-		copy(a.Addr[:], ip.To16())
-		sa = a
+	family, sa, err := sockaddr(host, port)
+	if err != nil {
+		return nil, err
 	}
 	addr := net.JoinHostPort(host, strconv.Itoa(port))
 	fd, err := syscall.Socket(family, syscall.SOCK_DGRAM|syscall.SOCK_CLOEXEC, 0)
@@ -159,4 +135,22 @@ func PacketConn(f *os.File) (*net.UDPConn, error) {
 		return nil, fmt.Errorf("listen: fd %d is not a UDP socket", fd)
 	}
 	return uc, nil
+}
+
+// sockaddr resolves host (its first address) into the socket family and
+// address to bind port on, for Bind and BindUDP.
+func sockaddr(host string, port int) (int, syscall.Sockaddr, error) {
+	ips, err := net.LookupIP(host)
+	if err != nil || len(ips) == 0 {
+		return 0, nil, fmt.Errorf("listen: cannot resolve host %q: %v", host, err)
+	}
+	ip := ips[0]
+	if ip4 := ip.To4(); ip4 != nil {
+		a := &syscall.SockaddrInet4{Port: port}
+		copy(a.Addr[:], ip4)
+		return syscall.AF_INET, a, nil
+	}
+	a := &syscall.SockaddrInet6{Port: port}
+	copy(a.Addr[:], ip.To16())
+	return syscall.AF_INET6, a, nil
 }

@@ -123,28 +123,19 @@ func (m *Master) readyz(w http.ResponseWriter, r *http.Request) {
 		problems = append(problems, fmt.Sprintf("%d of %d workers ready", s.readyCount(), s.want))
 	}
 	var mu sync.Mutex
-	var wg sync.WaitGroup
-	for _, wi := range s.workers {
-		if !wi.ready || wi.admin == "" {
-			continue
+	eachReady(s, func(_ int, wi workerInfo) {
+		code, body, err := ask(wi, "/readyz")
+		if err == nil && code == http.StatusOK {
+			return
 		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			code, body, err := ask(wi, "/readyz")
-			if err == nil && code == http.StatusOK {
-				return
-			}
-			why := strings.TrimSpace(string(body))
-			if err != nil {
-				why = err.Error()
-			}
-			mu.Lock()
-			problems = append(problems, fmt.Sprintf("worker %d (pid %d): %s", wi.id, wi.pid, why))
-			mu.Unlock()
-		}()
-	}
-	wg.Wait()
+		why := strings.TrimSpace(string(body))
+		if err != nil {
+			why = err.Error()
+		}
+		mu.Lock()
+		problems = append(problems, fmt.Sprintf("worker %d (pid %d): %s", wi.id, wi.pid, why))
+		mu.Unlock()
+	})
 	if len(problems) > 0 {
 		sort.Strings(problems)
 		w.WriteHeader(http.StatusServiceUnavailable)
@@ -165,30 +156,23 @@ func (m *Master) metrics(w http.ResponseWriter, r *http.Request, reg *prometheus
 		fam map[string]*dto.MetricFamily
 	}
 	results := make([]result, len(s.workers))
-	var wg sync.WaitGroup
 	for i, wi := range s.workers {
 		results[i].id = wi.id
-		if !wi.ready || wi.admin == "" {
-			continue
-		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			code, body, err := ask(wi, "/metrics")
-			if err != nil || code != http.StatusOK {
-				m.log.Debug("scraping a worker", "worker", wi.id, "pid", wi.pid, "status", code, "err", err)
-				return
-			}
-			p := expfmt.NewTextParser(model.UTF8Validation)
-			fam, err := p.TextToMetricFamilies(strings.NewReader(string(body)))
-			if err != nil {
-				m.log.Debug("parsing a worker's metrics", "worker", wi.id, "pid", wi.pid, "err", err)
-				return
-			}
-			results[i].fam = fam
-		}()
 	}
-	wg.Wait()
+	eachReady(s, func(i int, wi workerInfo) {
+		code, body, err := ask(wi, "/metrics")
+		if err != nil || code != http.StatusOK {
+			m.log.Debug("scraping a worker", "worker", wi.id, "pid", wi.pid, "status", code, "err", err)
+			return
+		}
+		p := expfmt.NewTextParser(model.UTF8Validation)
+		fam, err := p.TextToMetricFamilies(strings.NewReader(string(body)))
+		if err != nil {
+			m.log.Debug("parsing a worker's metrics", "worker", wi.id, "pid", wi.pid, "err", err)
+			return
+		}
+		results[i].fam = fam
+	})
 
 	merged := map[string]*dto.MetricFamily{}
 	up := &dto.MetricFamily{Name: proto.String("turnstile_worker_up"),
@@ -248,29 +232,20 @@ func (m *Master) metrics(w http.ResponseWriter, r *http.Request, reg *prometheus
 func (m *Master) stalls(w http.ResponseWriter, r *http.Request) {
 	s := m.snap.Load()
 	parts := make([][]map[string]any, len(s.workers))
-	var wg sync.WaitGroup
-	for i, wi := range s.workers {
-		if !wi.ready || wi.admin == "" {
-			continue
+	eachReady(s, func(i int, wi workerInfo) {
+		code, body, err := ask(wi, "/debug/stalls")
+		if err != nil || code != http.StatusOK {
+			return
 		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			code, body, err := ask(wi, "/debug/stalls")
-			if err != nil || code != http.StatusOK {
-				return
-			}
-			var list []map[string]any
-			if json.Unmarshal(body, &list) != nil {
-				return
-			}
-			for _, st := range list {
-				st["worker"], st["pid"] = wi.id, wi.pid
-			}
-			parts[i] = list
-		}()
-	}
-	wg.Wait()
+		var list []map[string]any
+		if json.Unmarshal(body, &list) != nil {
+			return
+		}
+		for _, st := range list {
+			st["worker"], st["pid"] = wi.id, wi.pid
+		}
+		parts[i] = list
+	})
 	all := []map[string]any{}
 	for _, p := range parts {
 		all = append(all, p...)
@@ -288,39 +263,32 @@ var masterStart = time.Now()
 func (m *Master) gather(path string) []map[string]any {
 	s := m.snap.Load()
 	out := make([]map[string]any, len(s.workers))
-	var wg sync.WaitGroup
 	for i, wi := range s.workers {
 		out[i] = map[string]any{"worker": wi.id, "pid": wi.pid, "ready": wi.ready}
-		if !wi.ready || wi.admin == "" {
-			continue
-		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			code, body, err := ask(wi, path)
-			if err == nil && code != http.StatusOK {
-				err = fmt.Errorf("status %d", code)
-			}
-			var v any
-			if err == nil {
-				err = json.Unmarshal(body, &v)
-			}
-			if err != nil {
-				out[i]["error"] = err.Error()
-				return
-			}
-			if obj, ok := v.(map[string]any); ok {
-				for k, x := range obj {
-					if k != "pid" {
-						out[i][k] = x
-					}
-				}
-			} else {
-				out[i]["items"] = v
-			}
-		}()
 	}
-	wg.Wait()
+	eachReady(s, func(i int, wi workerInfo) {
+		code, body, err := ask(wi, path)
+		if err == nil && code != http.StatusOK {
+			err = fmt.Errorf("status %d", code)
+		}
+		var v any
+		if err == nil {
+			err = json.Unmarshal(body, &v)
+		}
+		if err != nil {
+			out[i]["error"] = err.Error()
+			return
+		}
+		if obj, ok := v.(map[string]any); ok {
+			for k, x := range obj {
+				if k != "pid" {
+					out[i][k] = x
+				}
+			}
+		} else {
+			out[i]["items"] = v
+		}
+	})
 	return out
 }
 
@@ -388,6 +356,21 @@ func (m *Master) control(sig os.Signal) http.HandlerFunc {
 func (m *Master) threads(w http.ResponseWriter, r *http.Request) {
 	s := m.snap.Load()
 	parts := make([][]byte, len(s.workers))
+	eachReady(s, func(i int, wi workerInfo) {
+		if code, body, err := ask(wi, "/debug/threads"); err == nil && code == http.StatusOK {
+			parts[i] = append([]byte(fmt.Sprintf("worker %d (pid %d)\n", wi.id, wi.pid)), body...)
+		}
+	})
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	for _, p := range parts {
+		w.Write(p)
+	}
+}
+
+// eachReady runs f at once for every ready worker of s that has an admin
+// socket (i: its index in s.workers), and returns when every call did:
+// the master's fan-out to its workers' admin endpoints.
+func eachReady(s *snapshot, f func(i int, wi workerInfo)) {
 	var wg sync.WaitGroup
 	for i, wi := range s.workers {
 		if !wi.ready || wi.admin == "" {
@@ -396,14 +379,8 @@ func (m *Master) threads(w http.ResponseWriter, r *http.Request) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if code, body, err := ask(wi, "/debug/threads"); err == nil && code == http.StatusOK {
-				parts[i] = append([]byte(fmt.Sprintf("worker %d (pid %d)\n", wi.id, wi.pid)), body...)
-			}
+			f(i, wi)
 		}()
 	}
 	wg.Wait()
-	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-	for _, p := range parts {
-		w.Write(p)
-	}
 }
