@@ -59,8 +59,9 @@ type slot struct {
 	// cgo call passes no Go pointer for cgocheck to inspect.
 	take *C.ts_asgi_take_result
 	rec  inflight.Record // the request being served, for Requests (watch.go)
-	// conn is the connection the slot serves, a WebSocket for its whole
-	// session (rec ends at the accept): for ByTag (pools.go).
+	// conn is the WebSocket the slot serves, for its whole session (rec
+	// ends at the accept): for ByTag (pools.go). An HTTP request has rec
+	// only (one record per request: it costs a lock and two copies).
 	conn  inflight.Record
 	block []byte
 	path  []byte
@@ -136,8 +137,6 @@ func (h *Handler) ServeHTTP1(w *http1.ResponseWriter, r *http1.Request) {
 	defer C.ts_asgi_release(s.c)
 	s.rec.Begin(start, r.Method, r.Path)
 	defer s.rec.End()
-	s.conn.Begin(start, r.Method, r.Path)
-	defer s.conn.End()
 
 	// 1. The scope block, and the body if it is all here and small.
 	block, n := s.buildScope(r, h.RootPath)

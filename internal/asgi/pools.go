@@ -46,8 +46,10 @@ func ByTag(tag uint64) (inflight.Request, bool) {
 		return inflight.Request{}, false
 	}
 	var f inflight.Request
-	ok := s.conn.Read(func(method, path []byte, start time.Time) {
+	read := func(method, path []byte, start time.Time) {
 		f = inflight.Request{Method: string(method), Path: string(path), Start: start}
-	})
+	}
+	// an HTTP request (rec), else a WebSocket session (conn)
+	ok := s.rec.Read(read) || s.conn.Read(read)
 	return f, ok
 }

@@ -23,6 +23,10 @@ static int url_scheme_id;            /* id of "wsgi.url_scheme", 0 if none */
 static PyObject *str_https;          /* its value on TLS or behind a proxy */
 static PyObject *errors_stream;
 
+/* ENVIRON_PRESIZE is the number of entries an environ holds without
+ * growing: the 8 wsgi.* constants, CGI's ~12 keys and ~20 header fields. */
+#define ENVIRON_PRESIZE 40
+
 void
 ts_wsgi_register_keys(const char **names, int n)
 {
@@ -108,7 +112,10 @@ ts_wsgi_environ_setup(void)
     if (errors_stream == NULL) {
         return -1;
     }
-    environ_template = PyDict_New();
+    /* Presized: PyDict_Copy clones the template's key table at its size,
+     * so an environ of up to ENVIRON_PRESIZE entries never resizes while
+     * the request's entries go in (two resizes per request otherwise). */
+    environ_template = _PyDict_NewPresized(ENVIRON_PRESIZE);
     version = Py_BuildValue("(ii)", 1, 0);
     scheme = PyUnicode_InternFromString("http");
     if (environ_template == NULL || version == NULL || scheme == NULL) {

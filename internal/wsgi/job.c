@@ -19,7 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-static PyObject *str_wsgi_input, *str_close, *str_wsgi_early_hints, *str_early_hints;
+static PyObject *str_wsgi_input, *str_close, *str_wsgi_early_hints;
 
 /* ---- the request block ----------------------------------------------- */
 
@@ -187,7 +187,7 @@ wsgi_run(ts_job *base, ts_thread *t)
         ts_wsgi_fail(job);
         goto out;
     }
-    if ((hints = PyObject_GetAttr((PyObject *)sr, str_early_hints)) == NULL
+    if ((hints = ts_wsgi_early_hints_callable((PyObject *)sr)) == NULL
         || PyDict_SetItem(environ, str_wsgi_early_hints, hints) < 0) {
         Py_XDECREF(hints);
         ts_wsgi_fail(job);
@@ -245,8 +245,7 @@ ts_wsgi_setup(void)
     str_wsgi_input = PyUnicode_InternFromString("wsgi.input");
     str_close = PyUnicode_InternFromString("close");
     str_wsgi_early_hints = PyUnicode_InternFromString("wsgi.early_hints");
-    str_early_hints = PyUnicode_InternFromString("early_hints");
-    if (str_wsgi_input == NULL || str_close == NULL || str_wsgi_early_hints == NULL || str_early_hints == NULL) {
+    if (str_wsgi_input == NULL || str_close == NULL || str_wsgi_early_hints == NULL) {
         return -1;
     }
     if (ts_wsgi_input_setup() < 0 || ts_wsgi_response_setup() < 0

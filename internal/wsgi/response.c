@@ -88,6 +88,12 @@ append(ts_wsgi_job *job, const char *data, size_t n)
     return 0;
 }
 
+/* start_response_methods (below) by index: start_response returns write
+ * bound to itself, and the job puts early_hints in the environ, with
+ * PyCFunction_New rather than an attribute lookup per request. */
+static PyMethodDef start_response_methods[];
+enum { METHOD_WRITE, METHOD_EARLY_HINTS };
+
 /* ---- start_response and write ---------------------------------------- */
 
 
@@ -290,7 +296,7 @@ start_response_call(StartResponse *self, PyObject *args, PyObject *kwargs)
     Py_DECREF(seq);
     Py_DECREF(sh);
     /* the write() callable (PEP 3333): a bound method of this object */
-    return PyObject_GetAttrString((PyObject *)self, "write");
+    return PyCFunction_New(&start_response_methods[METHOD_WRITE], (PyObject *)self);
 
 error:
     Py_XDECREF(seq);
@@ -406,6 +412,15 @@ start_response_dealloc(StartResponse *self)
     PyTypeObject *tp = Py_TYPE(self);
     tp->tp_free(self);
     Py_DECREF(tp);
+}
+
+/* ts_wsgi_early_hints_callable returns environ["wsgi.early_hints"] for
+ * the request of sr: its early_hints method, bound. New reference, or NULL
+ * with an exception set. Attached. */
+PyObject *
+ts_wsgi_early_hints_callable(PyObject *sr)
+{
+    return PyCFunction_New(&start_response_methods[METHOD_EARLY_HINTS], sr);
 }
 
 static PyMethodDef start_response_methods[] = {

@@ -145,6 +145,7 @@ typedef struct {
 } ts_wsgi_start_response;
 extern PyTypeObject *ts_wsgi_start_response_type;
 ts_wsgi_start_response *ts_wsgi_start_response_new(ts_wsgi_job *job);
+PyObject *ts_wsgi_early_hints_callable(PyObject *sr);
 void ts_wsgi_iterate(ts_wsgi_job *job, ts_wsgi_start_response *sr, PyObject *result);
 int ts_wsgi_response_setup(void);
 
