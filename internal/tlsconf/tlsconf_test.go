@@ -49,6 +49,8 @@ func TestCheck(t *testing.T) {
 		{Config{CAFile: "ca.pem"}, "need --ssl-certfile"},
 		{Config{CertFiles: []string{"c"}}, "both --ssl-certfile and --ssl-keyfile"},
 		{Config{CertFiles: []string{"c"}, KeyFiles: []string{"k"}}, ""},
+		{Config{CertFiles: []string{"c", "d"}, KeyFiles: []string{"k"}}, "--ssl-certfile is given 2 times and --ssl-keyfile 1"},
+		{Config{CertFiles: []string{"c", "d"}, KeyFiles: []string{"k", ""}}, "an empty file name"},
 		{Config{CertFiles: []string{"c"}, KeyFiles: []string{"k"}, ClientVerify: "required"}, "needs --ssl-ca"},
 		{Config{CertFiles: []string{"c"}, KeyFiles: []string{"k"}, ClientVerify: "optional", CAFile: "ca"}, ""},
 		{Config{CertFiles: []string{"c"}, KeyFiles: []string{"k"}, CAFile: "ca"}, ""}, // uvicorn's ca_certs with cert_reqs none: CAUnused, a warning
