@@ -80,6 +80,9 @@ func TestTLS_SNICertificates(t *testing.T) {
 	s := Start(t, "--ssl-certfile", p.CertFile, "--ssl-keyfile", p.KeyFile,
 		"--ssl-certfile", aCert, "--ssl-keyfile", aKey,
 		"--ssl-certfile", bCert, "--ssl-keyfile", bKey, "--http3", "tls_echo:app")
+	if !strings.Contains(s.Logs(), "client-verify=none certs=3") {
+		t.Errorf("the listening line does not count the certificates:\n%s", s.Logs())
+	}
 
 	for _, tc := range []struct {
 		sni  string

@@ -442,7 +442,7 @@ func (c *Config) validateHTTP(bad func(string, ...any)) {
 		}
 	}
 	if c.HTTP3 {
-		if len(c.SSLCertFiles) == 0 && len(c.ACMEDomains) == 0 {
+		if !t.Enabled() {
 			bad("--http3 needs TLS: give --ssl-certfile and --ssl-keyfile, or --acme-domain (QUIC is always encrypted)")
 		}
 		if c.UDS != "" {

@@ -71,7 +71,18 @@ type Config struct {
 
 // Enabled reports whether TLS is configured (a certificate is given, or
 // obtained by ACME).
-func (c *Config) Enabled() bool { return c.ACME || len(c.CertFiles) > 0 || len(c.KeyFiles) > 0 }
+func (c *Config) Enabled() bool { return c.ACME || given(c.CertFiles) || given(c.KeyFiles) }
+
+// given reports whether files names one: --ssl-certfile "" alone is no
+// file, as it was when the flag took one value.
+func given(files []string) bool {
+	for _, f := range files {
+		if f != "" {
+			return true
+		}
+	}
+	return false
+}
 
 // Check validates the settings without reading files.
 func (c *Config) Check() error {
@@ -85,10 +96,10 @@ func (c *Config) Check() error {
 		return nil
 	}
 	if c.ACME {
-		if len(c.CertFiles) > 0 || len(c.KeyFiles) > 0 || c.KeyPassword != "" {
+		if given(c.CertFiles) || given(c.KeyFiles) || c.KeyPassword != "" {
 			return errors.New("--acme-domain obtains the certificate: leave out --ssl-certfile, --ssl-keyfile and --ssl-keyfile-password")
 		}
-	} else if len(c.CertFiles) == 0 || len(c.KeyFiles) == 0 {
+	} else if !given(c.CertFiles) || !given(c.KeyFiles) {
 		return errors.New("TLS needs both --ssl-certfile and --ssl-keyfile")
 	} else if len(c.CertFiles) != len(c.KeyFiles) {
 		return fmt.Errorf("--ssl-certfile is given %d times and --ssl-keyfile %d: give them in pairs, in the same order", len(c.CertFiles), len(c.KeyFiles))
@@ -297,7 +308,8 @@ func decryptKey(keyPEM []byte, password string, plainOK bool) ([]byte, error) {
 }
 
 // Describe returns a one-line summary for the "listening" log line, e.g.
-// "TLS>=1.2 alpn=h2,http/1.1 client-verify=required", or "off". With
+// "TLS>=1.2 alpn=h2,http/1.1 client-verify=required", or "off"; with
+// several --ssl-certfile pairs it counts them ("certs=3"). With
 // --ssl-ciphers it names the TLS 1.2 suites in effect (OpenSSL names) and
 // those skipped: "... ciphers=ECDHE-RSA-AES256-GCM-SHA384
 // skipped=DHE-RSA-AES128-GCM-SHA256".
@@ -316,6 +328,8 @@ func Describe(c *Config) string {
 	d := "TLS>=" + mv + " alpn=" + strings.Join(c.NextProtos, ",") + " client-verify=" + cv
 	if c.ACME {
 		d += " cert=acme"
+	} else if n := len(c.CertFiles); n > 1 {
+		d += fmt.Sprintf(" certs=%d", n) // chosen by SNI
 	}
 	if c.Ciphers != "" {
 		if ids, skipped, err := ParseCiphers(c.Ciphers); err == nil {
