@@ -318,3 +318,41 @@ func TestTLS_SNIBadFlags(t *testing.T) {
 		t.Errorf("from TOML: SNI a.test got serial %d, %v; want 501", got, err)
 	}
 }
+
+// A SIGHUP whose certificate files do not load still ends systemd's
+// reload cycle (Type=notify-reload waits for one): RELOADING=1, then
+// READY=1 whose STATUS says the certificates were not reloaded.
+func TestTLS_ReloadBadCertNotify(t *testing.T) {
+	p := newPKI(t)
+	path := filepath.Join(t.TempDir(), "notify.sock")
+	nc, err := net.ListenUnixgram("unixgram", &net.UnixAddr{Name: path, Net: "unixgram"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	next := func(want string) string {
+		t.Helper()
+		buf := make([]byte, 4096)
+		nc.SetReadDeadline(time.Now().Add(60 * time.Second))
+		n, _, err := nc.ReadFromUnix(buf)
+		if err != nil {
+			t.Fatalf("no %s notification: %v", want, err)
+		}
+		m := string(buf[:n])
+		if !strings.Contains("\n"+m+"\n", "\n"+want+"\n") {
+			t.Fatalf("notification %q, want %s", m, want)
+		}
+		return m
+	}
+	s := cfStart(t, cfEnv("NOTIFY_SOCKET="+path), append(p.TLSArgs(), "h2_wsgi:app")...)
+	next("READY=1")
+	os.WriteFile(p.KeyFile, []byte("garbage\n"), 0o600)
+	s.Signal(syscall.SIGHUP)
+	next("RELOADING=1")
+	if m := next("READY=1"); !strings.Contains(m, "TLS certificates not reloaded") {
+		t.Errorf("READY message %q does not say the certificates were not reloaded", m)
+	}
+	if got, err := sniSerial(s.Addr, ""); err != nil || got != 100 {
+		t.Errorf("serial %d, %v; want 100 still", got, err)
+	}
+}

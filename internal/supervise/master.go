@@ -520,6 +520,10 @@ func (m *Master) onSignal(sig os.Signal) {
 			return
 		}
 		if !m.forwardCerts("SIGHUP") { // certs.go
+			// Type=notify-reload waits for a reload cycle: end it at once
+			// (systemd has no word for a failed one), the log says why.
+			m.notify("RELOADING=1\nMONOTONIC_USEC=" + systemdMonotonic())
+			m.notify(fmt.Sprintf("READY=1\nSTATUS=serving on %s with %d workers; SIGHUP: TLS certificates not reloaded, see the log", m.addr, m.want))
 			return
 		}
 		m.log.Info("SIGHUP: restarting the workers one by one")
