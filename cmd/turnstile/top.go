@@ -272,6 +272,7 @@ func topLive(admin string, code *int) error {
 // (the signal gunicorn takes for it), or GET a /debug/ list.
 var ctlActions = map[string]struct{ method, path, doc string }{
 	"reload":        {http.MethodPost, "/ctl/reload", "rolling restart of the workers (SIGHUP)"},
+	"reload-certs":  {http.MethodPost, "/ctl/reload-certs", "workers re-read the TLS certificate files, no restart"},
 	"stop":          {http.MethodPost, "/ctl/stop", "graceful stop (SIGTERM)"},
 	"add-worker":    {http.MethodPost, "/ctl/add-worker", "one worker more (SIGTTIN)"},
 	"remove-worker": {http.MethodPost, "/ctl/remove-worker", "one worker less (SIGTTOU)"},

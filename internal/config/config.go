@@ -310,20 +310,22 @@ type Config struct {
 	// reader. Default 30s.
 	TimeoutWrite time.Duration `json:"timeout_write,omitempty"`
 
-	// TLS (internal/tlsconf): serving TLS needs SSLCertFile and
-	// SSLKeyFile (PEM). SSLKeyFilePassword decrypts an encrypted key.
+	// TLS (internal/tlsconf): serving TLS needs SSLCertFiles and
+	// SSLKeyFiles (PEM), as many of one as of the other, paired in order;
+	// the first pair is the default, the others are chosen by SNI.
+	// SSLKeyFilePassword decrypts the encrypted keys.
 	// SSLCA is the PEM bundle verifying client certificates, used when
 	// SSLClientVerify is optional or required (default none).
 	// SSLMinVersion is 1.2 (default) or 1.3. SSLCiphers are the TLS 1.2
 	// cipher suites, OpenSSL names separated by ':' (tlsconf.ParseCiphers);
 	// default "": Mozilla's intermediate list (tlsconf.DefaultCipherSuites).
-	SSLCertFile        string `json:"ssl_certfile,omitempty"`
-	SSLKeyFile         string `json:"ssl_keyfile,omitempty"`
-	SSLKeyFilePassword string `json:"ssl_keyfile_password,omitempty"`
-	SSLCA              string `json:"ssl_ca,omitempty"`
-	SSLClientVerify    string `json:"ssl_client_verify,omitempty"`
-	SSLMinVersion      string `json:"ssl_min_version,omitempty"`
-	SSLCiphers         string `json:"ssl_ciphers,omitempty"`
+	SSLCertFiles       []string `json:"ssl_certfile,omitempty"`
+	SSLKeyFiles        []string `json:"ssl_keyfile,omitempty"`
+	SSLKeyFilePassword string   `json:"ssl_keyfile_password,omitempty"`
+	SSLCA              string   `json:"ssl_ca,omitempty"`
+	SSLClientVerify    string   `json:"ssl_client_verify,omitempty"`
+	SSLMinVersion      string   `json:"ssl_min_version,omitempty"`
+	SSLCiphers         string   `json:"ssl_ciphers,omitempty"`
 
 	// HTTP is the protocol choice: auto (HTTP/1.1 and HTTP/2: h2 by ALPN
 	// on TLS, h2c with prior knowledge on plain connections), 1 (HTTP/1.1
@@ -380,8 +382,8 @@ func (c *Config) TLS() tlsconf.Config {
 		protos = []string{"h2"}
 	}
 	return tlsconf.Config{
-		ACME:     len(c.ACMEDomains) > 0,
-		CertFile: c.SSLCertFile, KeyFile: c.SSLKeyFile, KeyPassword: c.SSLKeyFilePassword,
+		ACME:      len(c.ACMEDomains) > 0,
+		CertFiles: c.SSLCertFiles, KeyFiles: c.SSLKeyFiles, KeyPassword: c.SSLKeyFilePassword,
 		CAFile: c.SSLCA, ClientVerify: c.SSLClientVerify, MinVersion: c.SSLMinVersion,
 		Ciphers: c.SSLCiphers, NextProtos: protos,
 	}
@@ -440,7 +442,7 @@ func (c *Config) validateHTTP(bad func(string, ...any)) {
 		}
 	}
 	if c.HTTP3 {
-		if c.SSLCertFile == "" && len(c.ACMEDomains) == 0 {
+		if !t.Enabled() {
 			bad("--http3 needs TLS: give --ssl-certfile and --ssl-keyfile, or --acme-domain (QUIC is always encrypted)")
 		}
 		if c.UDS != "" {

@@ -39,12 +39,18 @@ func (c *Config) validateAdminBind(bad func(string, ...any)) {
 // (and check); a worker does not, as it may run as another user.
 func (c *Config) CheckPaths() error {
 	var errs []error
-	for _, f := range []struct{ name, path string }{
-		{"ssl-certfile", c.SSLCertFile}, {"ssl-keyfile", c.SSLKeyFile}, {"ssl-ca", c.SSLCA},
-	} {
+	var files []struct{ name, path string }
+	for _, p := range c.SSLCertFiles {
+		files = append(files, struct{ name, path string }{"ssl-certfile", p})
+	}
+	for _, p := range c.SSLKeyFiles {
+		files = append(files, struct{ name, path string }{"ssl-keyfile", p})
+	}
+	files = append(files, struct{ name, path string }{"ssl-ca", c.SSLCA})
+	for _, f := range files {
 		// Without both certfile and keyfile, Validate has said so: one
 		// line is enough.
-		if f.path == "" || c.SSLCertFile == "" || c.SSLKeyFile == "" {
+		if f.path == "" || len(c.SSLCertFiles) == 0 || len(c.SSLKeyFiles) == 0 {
 			continue
 		}
 		fh, err := os.Open(f.path)

@@ -151,11 +151,12 @@ type Server struct {
 	// that did not negotiate "h2" by ALPN is closed after the handshake
 	// (RFC 9113 §3.2). It needs HTTP2.
 	HTTP2Only bool
-	// TLSServerCert is the PEM of the server's certificate (leaf only),
-	// given to the requests of TLS connections as Request.ServerCert
-	// (the ASGI tls extension's server_cert). Nil: unknown (certificates
-	// chosen per connection, --acme-domain).
-	TLSServerCert []byte
+	// TLSServerCert returns the PEM of the server's certificate (leaf
+	// only) for a connection's SNI server name ("" for none), given to
+	// the requests of TLS connections as Request.ServerCert (the ASGI tls
+	// extension's server_cert); tlsconf.Certs.ServerCert. Nil: unknown
+	// (--acme-domain).
+	TLSServerCert func(serverName string) []byte
 	// Logger receives handler failures (500s, panics) at error level and
 	// protocol rejections and client disconnects at debug level. Nil
 	// discards.
@@ -843,8 +844,8 @@ func (c *conn) serve() {
 			return
 		}
 		c.req.Scheme, c.req.TLS = c.scheme, c.tlsState
-		if c.tlsState != nil {
-			c.req.ServerCert = c.srv.TLSServerCert
+		if c.tlsState != nil && c.srv.TLSServerCert != nil {
+			c.req.ServerCert = c.srv.TLSServerCert(c.tlsState.ServerName)
 		}
 		if !c.serveRequest() {
 			if !c.hijacked {

@@ -171,8 +171,8 @@ func (st *stream) serve(h *StreamHandler, bk Stream, head *StreamHead) (reset bo
 	st.s, st.lim, st.proto, st.bk, st.head = s, h.lim, h.proto, bk, head
 	st.body = Body{st: st, max: max(s.MaxBodyBytes, 0)}
 	st.req = Request{Body: &st.body, RemoteAddr: h.remote, LocalAddr: h.local, Scheme: h.scheme, TLS: h.tls, addrs: &st.addrs}
-	if h.tls != nil {
-		st.req.ServerCert = s.TLSServerCert
+	if h.tls != nil && s.TLSServerCert != nil {
+		st.req.ServerCert = s.TLSServerCert(h.tls.ServerName)
 	}
 	st.w = ResponseWriter{st: st, req: &st.req, declared: -1}
 	req, w := &st.req, &st.w

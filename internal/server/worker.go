@@ -7,7 +7,6 @@ import (
 	"context"
 	"crypto/tls"
 	"encoding/json"
-	"encoding/pem"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -89,10 +88,10 @@ func Run(cfg *config.Config, log *slog.Logger) int {
 	}
 	ln = proxyListener(ln, cfg, log) // --proxy-protocol (proxy.go)
 	// TLS wraps the accepted connections last (after any PROXY protocol
-	// reader); the files are read here, so a rolling restart (SIGHUP)
-	// serves renewed certificates.
+	// reader); the files are read here, and again on each SIGHUP the
+	// master forwards (certs.go), in place.
 	tlsCfg := cfg.TLS()
-	tc, err := tlsconf.Load(&tlsCfg)
+	tc, certs, err := tlsconf.LoadCerts(&tlsCfg)
 	if err != nil {
 		log.Error("turnstile: TLS: " + err.Error())
 		return ExitFailed
@@ -174,8 +173,8 @@ func Run(cfg *config.Config, log *slog.Logger) int {
 		srv.ServerHeader = "turnstile"
 	}
 	srv.ExtraHeader, _ = cfg.HeaderBlock() // validated at start
-	if tc != nil && len(tc.Certificates) > 0 {
-		srv.TLSServerCert = pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: tc.Certificates[0].Certificate[0]})
+	if certs != nil {
+		srv.TLSServerCert = certs.ServerCert
 	}
 	if cfg.HTTP != "1" {
 		srv.HTTP2 = newHTTP2(cfg, log, kind == "asgi")
@@ -216,6 +215,9 @@ func Run(cfg *config.Config, log *slog.Logger) int {
 			log.Error("turnstile: " + err.Error())
 			return ExitFailed
 		}
+	}
+	if certs != nil {
+		defer reloadCertsOnHUP(certs, log)() // before ready: the master forwards SIGHUP only to ready workers
 	}
 	ready.Store(true)
 	workerReady()

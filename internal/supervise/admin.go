@@ -64,6 +64,7 @@ func (m *Master) startAdmin(bind string) (string, error) {
 	mux.HandleFunc("/debug/stacks", m.list("/debug/stacks"))
 	mux.HandleFunc("/debug/requests", m.list("/debug/requests"))
 	mux.HandleFunc("/ctl/reload", m.control(syscall.SIGHUP))
+	mux.HandleFunc("/ctl/reload-certs", m.control(reloadCerts))
 	mux.HandleFunc("/ctl/stop", m.control(syscall.SIGTERM))
 	mux.HandleFunc("/ctl/add-worker", m.control(syscall.SIGTTIN))
 	mux.HandleFunc("/ctl/remove-worker", m.control(syscall.SIGTTOU))
@@ -335,7 +336,7 @@ func (m *Master) list(path string) http.HandlerFunc {
 
 // control answers POST /ctl/<action>: the signal the master takes for it
 // (gunicorn's: reload = HUP, stop = TERM, add-worker = TTIN,
-// remove-worker = TTOU), posted to the master's loop as the signal would
+// remove-worker = TTOU; reload-certs has none: certs.go), posted to the master's loop as the signal would
 // be. The admin listener's guard (loopback or a Unix socket unless
 // --admin-bind says otherwise) is the guard. 202: the master took it.
 func (m *Master) control(sig os.Signal) http.HandlerFunc {

@@ -47,7 +47,9 @@
 //     three seconds after that if still there (killGrace: the worker's own
 //     workerctl.StopGrace for its pool or event loop, then 2 s for atexit
 //     handlers and its exit). One replacement runs at a time.
-//     SIGHUP and --reload replace every worker, one by one; a worker asks
+//     SIGHUP and --reload replace every worker, one by one (SIGHUP first
+//     has the running workers re-read the TLS certificate files in place,
+//     and replaces none when they do not load: certs.go); a worker asks
 //     for its own replacement ("recycle") past --max-requests or when a
 //     request runs past --timeout; the master checks --workers-lifetime
 //     and --workers-max-rss every second. A replacement that fails to

@@ -196,7 +196,8 @@ func New(cfg *config.Config, log *slog.Logger, out io.Writer) *Master {
 
 // Run is the whole master: it writes the pid file, starts the workers,
 // handles signals (SIGTERM/SIGINT: graceful stop, a second one: kill now;
-// SIGHUP: rolling restart; SIGTTIN/SIGTTOU: one worker more/less) and
+// SIGHUP: certificates re-read by the workers (certs.go), then a rolling
+// restart; SIGTTIN/SIGTTOU: one worker more/less) and
 // returns the exit status.
 func Run(cfg *config.Config, stderr io.Writer) int {
 	// On a terminal, and under --reload (a person reads it), text records
@@ -518,11 +519,27 @@ func (m *Master) onSignal(sig os.Signal) {
 			m.log.Info("SIGHUP ignored: not running")
 			return
 		}
+		if !m.forwardCerts("SIGHUP") { // certs.go
+			// Type=notify-reload waits for a reload cycle: end it at once
+			// (systemd has no word for a failed one), the log says why.
+			m.notify("RELOADING=1\nMONOTONIC_USEC=" + systemdMonotonic())
+			m.notify(fmt.Sprintf("READY=1\nSTATUS=serving on %s with %d workers; SIGHUP: TLS certificates not reloaded, see the log", m.addr, m.want))
+			return
+		}
 		m.log.Info("SIGHUP: restarting the workers one by one")
 		m.reloading = true
 		m.notify("RELOADING=1\nMONOTONIC_USEC=" + systemdMonotonic() + "\nSTATUS=restarting the workers")
 		m.rolling("hup")
 		m.reloadDone()
+	case reloadCerts:
+		t := m.cfg.TLS()
+		if m.phase != phaseRunning || !t.Enabled() || t.ACME {
+			m.log.Info("reload-certs ignored: not running, or no --ssl-certfile")
+			return
+		}
+		if m.forwardCerts("reload-certs") {
+			m.log.Info("reload-certs: the workers re-read the TLS certificates")
+		}
 	case syscall.SIGTTIN:
 		if m.phase != phaseRunning {
 			return

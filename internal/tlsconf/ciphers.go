@@ -248,10 +248,11 @@ func usableWith(id uint16, kind string) bool {
 	return true
 }
 
-// checkSuitesForKey checks a --ssl-ciphers list against the certificate:
+// checkSuitesForKey checks a --ssl-ciphers list against the certificate
+// of pair i:
 // on TLS 1.2 at least one suite must suit its key, and when h2 is offered
 // one that HTTP/2 allows, else every TLS 1.2 (HTTP/2) client would fail.
-func checkSuitesForKey(c *Config, ids []uint16, cert *tls.Certificate) error {
+func checkSuitesForKey(c *Config, i int, ids []uint16, cert *tls.Certificate) error {
 	kind := keyKind(cert)
 	if kind == "" {
 		return nil
@@ -264,10 +265,10 @@ func checkSuitesForKey(c *Config, ids []uint16, cert *tls.Certificate) error {
 		}
 	}
 	if !usable {
-		return fmt.Errorf("--ssl-ciphers: no listed suite works with the %s key of --ssl-certfile %s on TLS 1.2 (want ECDHE-%s-… suites)", kind, c.CertFile, kind)
+		return fmt.Errorf("--ssl-ciphers: no listed suite works with the %s key of --ssl-certfile %s on TLS 1.2 (want ECDHE-%s-… suites)", kind, c.CertFiles[i], kind)
 	}
 	if offersH2(c) && !h2ok {
-		return fmt.Errorf("--ssl-ciphers: no listed suite for the %s key of --ssl-certfile %s is allowed by HTTP/2 (RFC 9113 §9.2.2: ECDHE with AES-GCM or CHACHA20-POLY1305); add ECDHE-%s-AES128-GCM-SHA256, or give --http 1", kind, c.CertFile, kind)
+		return fmt.Errorf("--ssl-ciphers: no listed suite for the %s key of --ssl-certfile %s is allowed by HTTP/2 (RFC 9113 §9.2.2: ECDHE with AES-GCM or CHACHA20-POLY1305); add ECDHE-%s-AES128-GCM-SHA256, or give --http 1", kind, c.CertFiles[i], kind)
 	}
 	return nil
 }

@@ -110,12 +110,12 @@ func TestCheckCiphers(t *testing.T) {
 		want string
 	}{
 		{Config{Ciphers: "ECDHE-RSA-AES128-GCM-SHA256"}, "--ssl-ciphers needs --ssl-certfile"},
-		{Config{CertFile: "c", KeyFile: "k", Ciphers: "ECDHE-RSA-AES128-GCM-SHA256", NextProtos: h2}, ""},
-		{Config{CertFile: "c", KeyFile: "k", Ciphers: "ECDHE-ECDSA-AES128-GCM-SHA256", NextProtos: []string{"h2"}}, ""},
-		{Config{CertFile: "c", KeyFile: "k", Ciphers: "ECDHE-RSA-AES256-GCM-SHA384", NextProtos: h2}, "HTTP/2 on TLS 1.2 needs"},
-		{Config{CertFile: "c", KeyFile: "k", Ciphers: "ECDHE-RSA-AES256-GCM-SHA384", NextProtos: h1}, ""},
-		{Config{CertFile: "c", KeyFile: "k", Ciphers: "ECDHE-RSA-AES256-GCM-SHA384", MinVersion: "1.3", NextProtos: h1}, "no effect with --ssl-min-version 1.3"},
-		{Config{CertFile: "c", KeyFile: "k", Ciphers: "bogus", NextProtos: h1}, `unknown cipher "bogus"`},
+		{Config{CertFiles: []string{"c"}, KeyFiles: []string{"k"}, Ciphers: "ECDHE-RSA-AES128-GCM-SHA256", NextProtos: h2}, ""},
+		{Config{CertFiles: []string{"c"}, KeyFiles: []string{"k"}, Ciphers: "ECDHE-ECDSA-AES128-GCM-SHA256", NextProtos: []string{"h2"}}, ""},
+		{Config{CertFiles: []string{"c"}, KeyFiles: []string{"k"}, Ciphers: "ECDHE-RSA-AES256-GCM-SHA384", NextProtos: h2}, "HTTP/2 on TLS 1.2 needs"},
+		{Config{CertFiles: []string{"c"}, KeyFiles: []string{"k"}, Ciphers: "ECDHE-RSA-AES256-GCM-SHA384", NextProtos: h1}, ""},
+		{Config{CertFiles: []string{"c"}, KeyFiles: []string{"k"}, Ciphers: "ECDHE-RSA-AES256-GCM-SHA384", MinVersion: "1.3", NextProtos: h1}, "no effect with --ssl-min-version 1.3"},
+		{Config{CertFiles: []string{"c"}, KeyFiles: []string{"k"}, Ciphers: "bogus", NextProtos: h1}, `unknown cipher "bogus"`},
 	} {
 		err := tc.c.Check()
 		if tc.want == "" && err != nil || tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)) {
@@ -142,7 +142,7 @@ func TestDefaultCipherSuites(t *testing.T) {
 	dir := t.TempDir()
 	certPEM, key := selfSigned(t)
 	der, _ := x509.MarshalPKCS8PrivateKey(key)
-	c := Config{CertFile: writeFile(t, dir, "c.pem", certPEM), KeyFile: writeFile(t, dir, "k.pem", pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der}))}
+	c := Config{CertFiles: []string{writeFile(t, dir, "c.pem", certPEM)}, KeyFiles: []string{writeFile(t, dir, "k.pem", pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der}))}}
 	tc, err := Load(&c)
 	if err != nil {
 		t.Fatal(err)
@@ -179,9 +179,9 @@ func TestLoadCiphersForKey(t *testing.T) {
 	dir := t.TempDir()
 	ecPEM, ecKey := selfSigned(t)
 	ecDER, _ := x509.MarshalPKCS8PrivateKey(ecKey)
-	ec := Config{CertFile: writeFile(t, dir, "ec.pem", ecPEM), KeyFile: writeFile(t, dir, "ec-key.pem", pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: ecDER}))}
+	ec := Config{CertFiles: []string{writeFile(t, dir, "ec.pem", ecPEM)}, KeyFiles: []string{writeFile(t, dir, "ec-key.pem", pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: ecDER}))}}
 	_, rsaPEM, rsaKeyPEM := rsaCert(t)
-	rs := Config{CertFile: writeFile(t, dir, "rsa.pem", rsaPEM), KeyFile: writeFile(t, dir, "rsa-key.pem", rsaKeyPEM)}
+	rs := Config{CertFiles: []string{writeFile(t, dir, "rsa.pem", rsaPEM)}, KeyFiles: []string{writeFile(t, dir, "rsa-key.pem", rsaKeyPEM)}}
 	h2 := []string{"h2", "http/1.1"}
 	h1 := []string{"http/1.1"}
 	for _, tc := range []struct {

@@ -4,10 +4,13 @@
 // verification mode, the lowest TLS version, the TLS 1.2 cipher suites
 // (ciphers.go) and the ALPN protocols.
 //
-// Files are read once, by Load. A worker calls Load when it starts, so a
-// rolling restart (SIGHUP to the master) picks up renewed certificates;
-// the master calls it too before starting workers, so that a bad
-// certificate, key or password stops start-up with one clear error.
+// Several certificate pairs may serve one listener, chosen per handshake
+// by the client's server name (certs.go). A worker reads the files when
+// it starts (LoadCerts) and again, in place, when the master asks it to
+// (Certs.Reload: SIGHUP, `turnstile ctl reload-certs`); a bad file then
+// keeps the certificates in use. The master calls Load too before
+// starting workers, so that a bad certificate, key or password stops
+// start-up with one clear error.
 package tlsconf
 
 import (
@@ -34,16 +37,19 @@ const (
 type Config struct {
 	// ACME: the certificate comes from an ACME CA (--acme-domain,
 	// internal/acme), which sets GetCertificate on what Load returns;
-	// CertFile and KeyFile must be empty.
+	// CertFiles and KeyFiles must be empty.
 	ACME bool
-	// CertFile is a PEM file with the server certificate followed by its
-	// intermediates (--ssl-certfile). Required for TLS.
-	CertFile string
-	// KeyFile is the PEM private key (--ssl-keyfile): PKCS#1, PKCS#8,
-	// SEC 1 (EC), encrypted PKCS#8 ("ENCRYPTED PRIVATE KEY") or a legacy
-	// encrypted PEM ("Proc-Type: 4,ENCRYPTED"). Required for TLS.
-	KeyFile string
-	// KeyPassword decrypts an encrypted KeyFile (--ssl-keyfile-password).
+	// CertFiles are PEM files, each with a server certificate followed by
+	// its intermediates (--ssl-certfile, repeatable). Required for TLS.
+	// The first is the default; the others serve the names of their
+	// DNS SANs (Certs.GetCertificate).
+	CertFiles []string
+	// KeyFiles are the PEM private keys of CertFiles, pair by pair in
+	// the same order (--ssl-keyfile, repeatable): PKCS#1, PKCS#8, SEC 1
+	// (EC), encrypted PKCS#8 ("ENCRYPTED PRIVATE KEY") or a legacy
+	// encrypted PEM ("Proc-Type: 4,ENCRYPTED").
+	KeyFiles []string
+	// KeyPassword decrypts the encrypted KeyFiles (--ssl-keyfile-password).
 	KeyPassword string
 	// CAFile is a PEM bundle of the CAs that sign client certificates
 	// (--ssl-ca). Required when ClientVerify is "optional" or "required".
@@ -65,7 +71,18 @@ type Config struct {
 
 // Enabled reports whether TLS is configured (a certificate is given, or
 // obtained by ACME).
-func (c *Config) Enabled() bool { return c.ACME || c.CertFile != "" || c.KeyFile != "" }
+func (c *Config) Enabled() bool { return c.ACME || given(c.CertFiles) || given(c.KeyFiles) }
+
+// given reports whether files names one: --ssl-certfile "" alone is no
+// file, as it was when the flag took one value.
+func given(files []string) bool {
+	for _, f := range files {
+		if f != "" {
+			return true
+		}
+	}
+	return false
+}
 
 // Check validates the settings without reading files.
 func (c *Config) Check() error {
@@ -79,11 +96,19 @@ func (c *Config) Check() error {
 		return nil
 	}
 	if c.ACME {
-		if c.CertFile != "" || c.KeyFile != "" || c.KeyPassword != "" {
+		if given(c.CertFiles) || given(c.KeyFiles) || c.KeyPassword != "" {
 			return errors.New("--acme-domain obtains the certificate: leave out --ssl-certfile, --ssl-keyfile and --ssl-keyfile-password")
 		}
-	} else if c.CertFile == "" || c.KeyFile == "" {
+	} else if !given(c.CertFiles) || !given(c.KeyFiles) {
 		return errors.New("TLS needs both --ssl-certfile and --ssl-keyfile")
+	} else if len(c.CertFiles) != len(c.KeyFiles) {
+		return fmt.Errorf("--ssl-certfile is given %d times and --ssl-keyfile %d: give them in pairs, in the same order", len(c.CertFiles), len(c.KeyFiles))
+	} else {
+		for i := range c.CertFiles {
+			if c.CertFiles[i] == "" || c.KeyFiles[i] == "" {
+				return errors.New("--ssl-certfile and --ssl-keyfile: an empty file name")
+			}
+		}
 	}
 	switch c.ClientVerify {
 	case "", VerifyNone:
@@ -136,61 +161,77 @@ func minVersion(v string) (uint16, error) {
 
 // Load reads the files and returns the server's TLS configuration, or nil
 // (and no error) when TLS is not enabled. Errors name the file and the
-// flag: a missing or unreadable file, no certificate in CertFile, a key
+// flag: a missing or unreadable file, no certificate in a CertFile, a key
 // that is encrypted without a password or with a wrong one, a key that
-// does not match the certificate, no CA in CAFile.
+// does not match its certificate, no CA in CAFile.
 func Load(c *Config) (*tls.Config, error) {
+	tc, _, err := LoadCerts(c)
+	return tc, err
+}
+
+// LoadCerts is Load that also returns the certificate set the
+// configuration's GetCertificate serves from, for Reload and ServerCert;
+// nil under ACME (and when TLS is off).
+func LoadCerts(c *Config) (*tls.Config, *Certs, error) {
 	if !c.Enabled() {
-		return nil, nil
+		return nil, nil, nil
 	}
 	if err := c.Check(); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	var certs []tls.Certificate
+	var certs *Certs
 	if !c.ACME {
-		cert, err := loadCert(c)
-		if err != nil {
-			return nil, err
+		var err error
+		if certs, err = newCerts(c); err != nil {
+			return nil, nil, err
 		}
-		certs = append(certs, cert)
 	}
 	mv, _ := minVersion(c.MinVersion)
 	suites := DefaultCipherSuites
 	if c.Ciphers != "" {
 		suites, _, _ = ParseCiphers(c.Ciphers) // checked by Check
-		if len(certs) > 0 {
-			if err := checkSuitesForKey(c, suites, &certs[0]); err != nil {
-				return nil, err
-			}
-		}
 	}
 	tc := &tls.Config{
-		Certificates: certs,
 		MinVersion:   mv,
 		CipherSuites: suites,
 		NextProtos:   c.NextProtos,
 	}
-	return finish(c, tc)
+	if certs != nil {
+		tc.GetCertificate = certs.GetCertificate
+	}
+	tc, err := finish(c, tc)
+	if err != nil {
+		return nil, nil, err
+	}
+	return tc, certs, nil
 }
 
-// loadCert reads CertFile and KeyFile.
-func loadCert(c *Config) (tls.Certificate, error) {
+// loadCert reads pair i: CertFiles[i] and KeyFiles[i].
+func loadCert(c *Config, i int) (tls.Certificate, error) {
 	var none tls.Certificate
-	certPEM, err := os.ReadFile(c.CertFile)
+	certFile, keyFile := c.CertFiles[i], c.KeyFiles[i]
+	certPEM, err := os.ReadFile(certFile)
 	if err != nil {
 		return none, fmt.Errorf("--ssl-certfile: %w", err)
 	}
-	keyPEM, err := os.ReadFile(c.KeyFile)
+	keyPEM, err := os.ReadFile(keyFile)
 	if err != nil {
 		return none, fmt.Errorf("--ssl-keyfile: %w", err)
 	}
-	keyPEM, err = decryptKey(keyPEM, c.KeyPassword)
+	// One password serves every encrypted key; with several pairs a
+	// plain key beside them is no error.
+	keyPEM, err = decryptKey(keyPEM, c.KeyPassword, len(c.KeyFiles) > 1)
 	if err != nil {
-		return none, fmt.Errorf("--ssl-keyfile %s: %w", c.KeyFile, err)
+		return none, fmt.Errorf("--ssl-keyfile %s: %w", keyFile, err)
 	}
 	cert, err := tls.X509KeyPair(certPEM, keyPEM)
 	if err != nil {
-		return none, fmt.Errorf("--ssl-certfile %s / --ssl-keyfile %s: %w", c.CertFile, c.KeyFile, err)
+		return none, fmt.Errorf("--ssl-certfile %s / --ssl-keyfile %s: %w", certFile, keyFile, err)
+	}
+	if cert.Leaf == nil { // GODEBUG x509keypairleaf=0
+		if cert.Leaf, err = x509.ParseCertificate(cert.Certificate[0]); err != nil {
+			return none, fmt.Errorf("--ssl-certfile %s: %w", certFile, err)
+		}
 	}
 	return cert, nil
 }
@@ -220,14 +261,14 @@ func finish(c *Config, tc *tls.Config) (*tls.Config, error) {
 // decryptKey returns keyPEM with its private key decrypted, as an
 // unencrypted PEM block ("PRIVATE KEY", PKCS#8), when it is encrypted;
 // else keyPEM unchanged. An encrypted key without password, or a wrong
-// password, is an error.
-func decryptKey(keyPEM []byte, password string) ([]byte, error) {
+// password, is an error; so is a password for a plain key unless plainOK.
+func decryptKey(keyPEM []byte, password string, plainOK bool) ([]byte, error) {
 	rest := keyPEM
 	for {
 		var block *pem.Block
 		block, rest = pem.Decode(rest)
 		if block == nil {
-			if password != "" {
+			if password != "" && !plainOK {
 				return nil, errors.New("--ssl-keyfile-password is given but the key is not encrypted")
 			}
 			return keyPEM, nil
@@ -267,7 +308,8 @@ func decryptKey(keyPEM []byte, password string) ([]byte, error) {
 }
 
 // Describe returns a one-line summary for the "listening" log line, e.g.
-// "TLS>=1.2 alpn=h2,http/1.1 client-verify=required", or "off". With
+// "TLS>=1.2 alpn=h2,http/1.1 client-verify=required", or "off"; with
+// several --ssl-certfile pairs it counts them ("certs=3"). With
 // --ssl-ciphers it names the TLS 1.2 suites in effect (OpenSSL names) and
 // those skipped: "... ciphers=ECDHE-RSA-AES256-GCM-SHA384
 // skipped=DHE-RSA-AES128-GCM-SHA256".
@@ -286,6 +328,8 @@ func Describe(c *Config) string {
 	d := "TLS>=" + mv + " alpn=" + strings.Join(c.NextProtos, ",") + " client-verify=" + cv
 	if c.ACME {
 		d += " cert=acme"
+	} else if n := len(c.CertFiles); n > 1 {
+		d += fmt.Sprintf(" certs=%d", n) // chosen by SNI
 	}
 	if c.Ciphers != "" {
 		if ids, skipped, err := ParseCiphers(c.Ciphers); err == nil {

@@ -47,14 +47,16 @@ func TestCheck(t *testing.T) {
 	}{
 		{Config{}, ""},
 		{Config{CAFile: "ca.pem"}, "need --ssl-certfile"},
-		{Config{CertFile: "c"}, "both --ssl-certfile and --ssl-keyfile"},
-		{Config{CertFile: "c", KeyFile: "k"}, ""},
-		{Config{CertFile: "c", KeyFile: "k", ClientVerify: "required"}, "needs --ssl-ca"},
-		{Config{CertFile: "c", KeyFile: "k", ClientVerify: "optional", CAFile: "ca"}, ""},
-		{Config{CertFile: "c", KeyFile: "k", CAFile: "ca"}, ""}, // uvicorn's ca_certs with cert_reqs none: CAUnused, a warning
-		{Config{CertFile: "c", KeyFile: "k", ClientVerify: "yes"}, "want none, optional or required"},
-		{Config{CertFile: "c", KeyFile: "k", MinVersion: "1.3"}, ""},
-		{Config{CertFile: "c", KeyFile: "k", MinVersion: "1.0"}, "--ssl-min-version"},
+		{Config{CertFiles: []string{"c"}}, "both --ssl-certfile and --ssl-keyfile"},
+		{Config{CertFiles: []string{"c"}, KeyFiles: []string{"k"}}, ""},
+		{Config{CertFiles: []string{"c", "d"}, KeyFiles: []string{"k"}}, "--ssl-certfile is given 2 times and --ssl-keyfile 1"},
+		{Config{CertFiles: []string{"c", "d"}, KeyFiles: []string{"k", ""}}, "an empty file name"},
+		{Config{CertFiles: []string{"c"}, KeyFiles: []string{"k"}, ClientVerify: "required"}, "needs --ssl-ca"},
+		{Config{CertFiles: []string{"c"}, KeyFiles: []string{"k"}, ClientVerify: "optional", CAFile: "ca"}, ""},
+		{Config{CertFiles: []string{"c"}, KeyFiles: []string{"k"}, CAFile: "ca"}, ""}, // uvicorn's ca_certs with cert_reqs none: CAUnused, a warning
+		{Config{CertFiles: []string{"c"}, KeyFiles: []string{"k"}, ClientVerify: "yes"}, "want none, optional or required"},
+		{Config{CertFiles: []string{"c"}, KeyFiles: []string{"k"}, MinVersion: "1.3"}, ""},
+		{Config{CertFiles: []string{"c"}, KeyFiles: []string{"k"}, MinVersion: "1.0"}, "--ssl-min-version"},
 	} {
 		err := tc.c.Check()
 		if tc.want == "" && err != nil || tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)) {
@@ -94,7 +96,7 @@ func TestLoadKeys(t *testing.T) {
 		{"legacy wrong password", legacy, "no", "wrong --ssl-keyfile-password"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			c := Config{CertFile: cert, KeyFile: tc.key, KeyPassword: tc.pw, NextProtos: []string{"h2"}}
+			c := Config{CertFiles: []string{cert}, KeyFiles: []string{tc.key}, KeyPassword: tc.pw, NextProtos: []string{"h2"}}
 			tc2, err := Load(&c)
 			if tc.want != "" {
 				if err == nil || !strings.Contains(err.Error(), tc.want) {
@@ -105,7 +107,7 @@ func TestLoadKeys(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if len(tc2.Certificates) != 1 || tc2.MinVersion != tls.VersionTLS12 || tc2.NextProtos[0] != "h2" {
+			if tc2.GetCertificate == nil || tc2.MinVersion != tls.VersionTLS12 || tc2.NextProtos[0] != "h2" {
 				t.Errorf("config = %+v", tc2)
 			}
 		})
@@ -118,7 +120,7 @@ func TestLoadKeys(t *testing.T) {
 	t.Run("legacy wrong passwords", func(t *testing.T) {
 		for i := 0; i < 2000; i++ {
 			pw := fmt.Sprintf("wrong-%d", i)
-			c := Config{CertFile: cert, KeyFile: legacy, KeyPassword: pw}
+			c := Config{CertFiles: []string{cert}, KeyFiles: []string{legacy}, KeyPassword: pw}
 			if _, err := Load(&c); err == nil || !strings.Contains(err.Error(), "wrong --ssl-keyfile-password") {
 				t.Fatalf("password %q: Load = %v; want an error saying \"wrong --ssl-keyfile-password\"", pw, err)
 			}
