@@ -43,6 +43,9 @@ type Handler struct {
 	// called when the handshake has been answered (Status 101 once
 	// accepted).
 	Done func(r *http1.Request, res inflight.Result)
+	// KeepHeader: copy the app's response header lines into the Result
+	// (inflight.Result.Header) for Done; off, nothing is copied.
+	KeepHeader bool
 	// WebSocket configures WebSocket connections (websocket.go,
 	// internal/websocket).
 	WebSocket websocket.Config
@@ -65,7 +68,10 @@ type slot struct {
 	block []byte
 	path  []byte
 	lower []byte
-	buf   []byte // request body chunks
+	// header is the app's response header lines when the Handler keeps
+	// them (KeepHeader): a fresh copy per response, handed to its Result.
+	header []byte
+	buf    []byte // request body chunks
 	// bodyEOF: the loop has the whole request body; a want_body then asks
 	// to watch for the client leaving.
 	bodyEOF bool
@@ -120,9 +126,10 @@ func (h *Handler) ServeHTTP1(w *http1.ResponseWriter, r *http1.Request) {
 	}
 	start := time.Now()
 	status := 0
+	var header []byte // KeepHeader: the app's header lines, a copy
 	defer func() {
 		if h.Done != nil {
-			h.Done(r, inflight.Result{Status: status, Duration: time.Since(start), Bytes: w.Written()})
+			h.Done(r, inflight.Result{Status: status, Duration: time.Since(start), Bytes: w.Written(), Header: header})
 		}
 	}()
 	s, err := getSlot()
@@ -182,6 +189,7 @@ func (h *Handler) ServeHTTP1(w *http1.ResponseWriter, r *http1.Request) {
 
 	// 3. Serve the loop's output until the response is complete.
 	status = s.serve(h, w, r, gen, disconnect)
+	header, s.header = s.header, nil
 }
 
 // serve writes what the loop produces and feeds it body chunks; it returns
@@ -225,6 +233,9 @@ func (s *slot) serve(h *Handler, w *http1.ResponseWriter, r *http1.Request, gen 
 				cl = int64(t.out_len) // the whole body is here: no chunking
 			}
 			head := unsafe.Slice((*byte)(unsafe.Pointer(t.head)), int(t.status_len+t.header_len))
+			if h.KeepHeader {
+				s.header = append([]byte(nil), head[t.status_len:]...)
+			}
 			if t.pathsend != nil {
 				if f, size, err := openPath(t.pathsend); err == nil {
 					defer f.Close()
