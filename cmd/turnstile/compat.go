@@ -57,7 +57,8 @@ func refuse(fs *pflag.FlagSet) error {
 	}
 	// --access-log-format (gunicorn's --access-logformat) is of no use
 	// without the access log: it turns it on, unless --access-log says.
-	if fs.Changed("access-log-format") && fs.Lookup("access-log-format").Value.String() != "" && !fs.Changed("access-log") {
+	// (Set by its alias, a variable or the file, it is not empty.)
+	if fs.Lookup("access-log-format").Value.String() != "" && !fs.Changed("access-log") {
 		fs.Set("access-log", "true")
 	}
 	return errors.Join(errs...)
