@@ -52,7 +52,7 @@ func (f *Format) Append(b []byte, e *Entry) []byte {
 		case num:
 			b = append(b, v...)
 		default:
-			b = appendText(b, v)
+			b = appendString(b, v, true, p.Kind == User)
 		}
 	}
 	return b
@@ -86,7 +86,7 @@ func (f *Format) Attrs(e *Entry) []slog.Attr {
 			seen[gk] = true
 			s := "-"
 			if ok {
-				s = string(appendString(nil, v, false))
+				s = string(appendString(nil, v, false, false))
 			}
 			groups[p.Kind] = append(groups[p.Kind], slog.String(p.Text, s))
 			continue
@@ -106,7 +106,7 @@ func (f *Format) Attrs(e *Entry) []slog.Attr {
 			x, _ := strconv.ParseInt(string(v), 10, 64)
 			out = append(out, slog.Int64(key, x))
 		default:
-			out = append(out, slog.String(key, string(appendString(nil, v, false))))
+			out = append(out, slog.String(key, string(appendString(nil, v, false, p.Kind == User))))
 		}
 	}
 	for _, k := range []Kind{RequestHeader, ResponseHeader, Environ} {
@@ -242,8 +242,10 @@ func remoteHost(b []byte, a net.Addr) []byte {
 }
 
 // basicUser is gunicorn's _get_user: the user name of "Authorization:
-// Basic <base64 user:password>" (RFC 7617) appended to b after utf8Mark,
-// nil for none or when it does not decode to UTF-8.
+// Basic <base64 user:password>" (RFC 7617), decoded into b's capacity
+// (its length is ignored), nil for none
+// or when it does not decode to UTF-8 (the one atom gunicorn decodes as
+// UTF-8 rather than latin-1).
 func basicUser(b, auth []byte) []byte {
 	if len(auth) < 5 || !bytes.EqualFold(auth[:5], []byte("basic")) {
 		return nil
@@ -253,25 +255,18 @@ func basicUser(b, auth []byte) []byte {
 		return nil
 	}
 	cred = bytes.TrimSpace(cred)
-	b = append(b, utf8Mark)
 	n := base64.StdEncoding.DecodedLen(len(cred))
-	b = slices.Grow(b, n)
-	n, err := base64.StdEncoding.Decode(b[1:1+n], cred)
+	b = slices.Grow(b[:0], n)[:n]
+	n, err := base64.StdEncoding.Decode(b, cred)
 	if err != nil {
 		return nil
 	}
-	user, _, _ := bytes.Cut(b[1:1+n], []byte(":"))
+	user, _, _ := bytes.Cut(b[:n], []byte(":"))
 	if !utf8.Valid(user) {
 		return nil
 	}
-	// Already UTF-8: marked so that appendText does not read it as
-	// latin-1 (the one atom gunicorn decodes as UTF-8).
-	return b[:1+len(user)]
+	return user
 }
-
-// utf8Mark starts a value that is UTF-8 already (basicUser); no request
-// byte is 0x00 (RFC 9110 §5.5).
-const utf8Mark = 0
 
 // lastHeader is gunicorn's {name}i: the last field named name (its
 // atoms dict keeps the last of repeated fields).
@@ -391,18 +386,11 @@ func (f *Format) environ(b []byte, r *http1.Request, key string) ([]byte, bool, 
 	return b, false, found
 }
 
-// appendText appends v as gunicorn writes a str atom: each byte a latin-1
-// character in UTF-8 (a value starting with utf8Mark is UTF-8 already),
-// '"' as '\"'; control characters as \xHH (gunicorn writes them raw).
-func appendText(b, v []byte) []byte { return appendString(b, v, true) }
-
-// appendString is appendText for a line (line set) or for a JSON
-// string (no escapes: the JSON handler has its own).
-func appendString(b, v []byte, line bool) []byte {
-	utf := len(v) > 0 && v[0] == utf8Mark
-	if utf {
-		v = v[1:]
-	}
+// appendString appends v as gunicorn writes a str atom: each byte a
+// latin-1 character in UTF-8 (unless utf: UTF-8 already); for a line
+// (line set) '"' as '\"' and a control character as \xHH (gunicorn
+// writes them raw), for a JSON string neither (the JSON handler escapes).
+func appendString(b, v []byte, line, utf bool) []byte {
 	for _, c := range v {
 		switch {
 		case c == '"' && line:

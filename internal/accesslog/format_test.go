@@ -98,6 +98,24 @@ func TestAppend(t *testing.T) {
 	}
 }
 
+// The Basic user is UTF-8 (gunicorn decodes it so), the rest latin-1; a
+// control character stays on the line.
+func TestAppend_Bytes(t *testing.T) {
+	f, err := Compile("%(u)s %(U)s %(a)s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := entry()
+	e.Request.Path = []byte("/%00a%0Ab")
+	e.Request.Header = []http1.Field{
+		{Name: []byte("Authorization"), Value: []byte("basic am9zw6k6eA==")}, // josé:x
+		{Name: []byte("User-Agent"), Value: []byte("caf\xe9")},
+	}
+	if got, want := string(f.Append(nil, e)), `josé /\x00a\x0ab café`; got != want {
+		t.Errorf("got %q; want %q", got, want)
+	}
+}
+
 func TestAttrs(t *testing.T) {
 	f, err := Compile(`%(h)s "%(r)s" %(s)s %(b)s %(B)s %(f)s %(D)s %(queue_wait_ms)s %(worker)s %(loop)s %(thread)s %({x-req}i)s %({x-resp}o)s`)
 	if err != nil {
