@@ -367,3 +367,38 @@ func TestLogConfig_Bad(t *testing.T) {
 		t.Errorf("bad handler: exit %d; want non-zero and a record %q:\n%s", code, want, outb)
 	}
 }
+
+const logConfigYAML = `version: 1
+disable_existing_loggers: false
+formatters:
+  app: {format: "YAMLCONF %(levelname)s %(name)s: %(message)s"}
+handlers:
+  console: {class: logging.StreamHandler, formatter: app, stream: "ext://sys.stderr"}
+loggers:
+  logfmt: {handlers: [console], level: INFO, propagate: false}
+`
+
+// A .yaml --log-config is applied when the app's Python has PyYAML, and
+// fails the workers' start with a line that says so when it has not.
+func TestLogConfig_YAML(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "log.yaml")
+	if err := os.WriteFile(p, []byte(logConfigYAML), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	yaml, _ := filepath.Glob(filepath.Join(os.Getenv("TURNSTILE_VENV"), "lib", "python*", "site-packages", "yaml"))
+	if len(yaml) == 0 {
+		cmd := Command(t, "--log-config", p, "logfmt_app:app")
+		outb, _ := cmd.CombinedOutput()
+		want := "turnstile: --log-config " + p + ": a YAML file needs PyYAML, which the app's Python cannot import (pip install PyYAML, or write the dictionary as .json)"
+		if code := cmd.ProcessState.ExitCode(); code == 0 || !strings.Contains(string(outb), strconv.Quote(want)) {
+			t.Errorf("no PyYAML: exit %d; want non-zero and %q:\n%s", code, want, outb)
+		}
+		return
+	}
+	s := Start(t, "--log-config", p, "logfmt_app:app")
+	s.Get(t, "/x")
+	recs := waitLogRecords(s.Logs, 10*time.Second, func(rec map[string]any) bool { return rec["logger"] == "logfmt.app" })
+	if len(recs) != 1 || recs[0]["msg"] != "YAMLCONF WARNING logfmt.app: handled /x" {
+		t.Errorf("app's records %v; want one with msg %q", recs, "YAMLCONF WARNING logfmt.app: handled /x")
+	}
+}
