@@ -192,6 +192,14 @@ func (h *Handler) ServeHTTP1(w *http1.ResponseWriter, r *http1.Request) {
 	header, s.header = s.header, nil
 }
 
+// keepHeader keeps a copy of the app's header lines for the Result when
+// h asks for them (KeepHeader).
+func (s *slot) keepHeader(h *Handler, lines []byte) {
+	if h.KeepHeader {
+		s.header = append([]byte(nil), lines...)
+	}
+}
+
 // serve writes what the loop produces and feeds it body chunks; it returns
 // the status sent.
 func (s *slot) serve(h *Handler, w *http1.ResponseWriter, r *http1.Request, gen C.uint32_t, disconnect func()) int {
@@ -233,9 +241,6 @@ func (s *slot) serve(h *Handler, w *http1.ResponseWriter, r *http1.Request, gen 
 				cl = int64(t.out_len) // the whole body is here: no chunking
 			}
 			head := unsafe.Slice((*byte)(unsafe.Pointer(t.head)), int(t.status_len+t.header_len))
-			if h.KeepHeader {
-				s.header = append([]byte(nil), head[t.status_len:]...)
-			}
 			if t.pathsend != nil {
 				if f, size, err := openPath(t.pathsend); err == nil {
 					defer f.Close()
@@ -250,6 +255,7 @@ func (s *slot) serve(h *Handler, w *http1.ResponseWriter, r *http1.Request, gen 
 						w.WriteSimple(500, "text/plain; charset=utf-8", []byte("Internal Server Error\n"), nil)
 						return 500
 					}
+					s.keepHeader(h, head[t.status_len:])
 					w.WriteHead(int(t.status), head[:t.status_len], head[t.status_len:], cl, t.close != 0)
 					w.SendFile(f, 0, size)
 					return int(t.status)
@@ -259,6 +265,7 @@ func (s *slot) serve(h *Handler, w *http1.ResponseWriter, r *http1.Request, gen 
 					return 500
 				}
 			}
+			s.keepHeader(h, head[t.status_len:])
 			if err := w.WriteHead(int(t.status), head[:t.status_len], head[t.status_len:], cl, t.close != 0); err != nil {
 				disconnect()
 				return int(t.status)
