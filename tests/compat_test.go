@@ -109,15 +109,14 @@ func TestCompat_Refused(t *testing.T) {
 		{[]string{"-k", "gevent"}, "turnstile: --worker-class: not needed: turnstile tells WSGI from ASGI itself (--interface), runs WSGI views on --blocking-threads Python threads and an ASGI app on one event loop per worker (--loop uvloop, as uvicorn's workers); there are no gevent or eventlet workers"},
 		{[]string{"--worker-class", "uvicorn.workers.UvicornWorker"}, "turnstile: --worker-class: not needed: turnstile tells WSGI from ASGI itself (--interface), runs WSGI views on --blocking-threads Python threads and an ASGI app on one event loop per worker (--loop uvloop, as uvicorn's workers); there are no gevent or eventlet workers"},
 		{[]string{"--access-logfile", "/var/log/access.log"}, "turnstile: --access-logfile: a file is not supported: --access-logfile - (or --access-log) logs each request to stderr with the other records (one stream, not gunicorn's stdout) for journald or the container to collect"},
-		// Issue 28: what turnstile does instead of each.
-		{[]string{"--access-logformat", "%(h)s"}, "turnstile: --access-logformat: not supported: an access record has fixed fields (remote, method, target, protocol, status, bytes, duration_ms, user_agent, referer); --log-format json gives them as JSON"},
+		// Issue 28: what turnstile does instead of each. (Issue 26 made
+		// --access-logformat and --log-config settings: logfmt_test.go.)
 		{[]string{"--ssl-cert-reqs", "2"}, "turnstile: --ssl-cert-reqs: use --ssl-client-verify none, optional or required (uvicorn's 0, 1 and 2)"},
 		{[]string{"--env", "A=1"}, "turnstile: --env: not supported: set the variable in the environment, or put KEY=VALUE lines in a file for --env-file"},
 		{[]string{"-e", "A=1"}, "turnstile: --env: not supported: set the variable in the environment, or put KEY=VALUE lines in a file for --env-file"},
 		{[]string{"--ws", "websockets"}, "turnstile: --ws: not needed: turnstile's WebSocket is built in (Go frames it; see --ws-max-size, --ws-ping-interval, --ws-per-message-deflate)"},
 		{[]string{"--fd", "3"}, `turnstile: --fd: not supported: turnstile takes a socket from systemd socket activation (LISTEN_FDS, see the README, "Deployment") or binds --uds / --host and --port itself`},
 		{[]string{"--no-access-log"}, "turnstile: --no-access-log: not needed: the access log is off by default (--access-log=false)"},
-		{[]string{"--log-config", "logging.ini"}, "turnstile: --log-config: not supported: turnstile's records are not Python logging's; use --log-level and --log-format (text or json); the app's own logging goes to stderr as records"},
 		{[]string{"--reload-dir", "src"}, "turnstile: --reload-dir: not supported: --reload watches .py files under --app-dir; add other files with --reload-include GLOB"},
 		{[]string{"--error-logfile", "/var/log/x.log"}, `turnstile: --error-logfile: turnstile logs to stderr only (gunicorn's default, "-"): redirect it, or let journald or the container collect it`},
 		{[]string{"--log-file", "/var/log/x.log"}, `turnstile: --log-file: turnstile logs to stderr only (gunicorn's default, "-"): redirect it, or let journald or the container collect it`},

@@ -165,7 +165,11 @@ func checkCommand(cfg *config.Config, code *int) *cobra.Command {
 				}
 				// --access-logfile - turned the access log on (refuse).
 				if s.Name == "access-log" && s.Value == "false" && cfg.AccessLog {
-					s.Value, s.Source, s.Origin = "true", res.Source("access-logfile"), res.Label("access-logfile")
+					from := "access-logfile"
+					if cfg.AccessLogFormat != "" {
+						from = "access-log-format"
+					}
+					s.Value, s.Source, s.Origin = "true", res.Source(from), res.Label(from)
 				}
 				settings = append(settings, s)
 			}

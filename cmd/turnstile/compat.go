@@ -31,7 +31,7 @@ var refused = config.RefusedLines()
 // a flag, a variable or a file key; --error-logfile - and --log-file -
 // (stderr) are what turnstile does anyway, and --access-logfile -
 // (gunicorn's "to stdout") turns the access log on: its records go to
-// stderr with the others.
+// stderr with the others; so does --access-log-format.
 func refuse(fs *pflag.FlagSet) error {
 	names := make([]string, 0, len(refused))
 	for n := range refused {
@@ -54,6 +54,12 @@ func refuse(fs *pflag.FlagSet) error {
 			continue
 		}
 		errs = append(errs, fmt.Errorf("--%s: %s", n, refused[n]))
+	}
+	// --access-log-format (gunicorn's --access-logformat) is of no use
+	// without the access log: it turns it on, unless --access-log says.
+	// (Set by its alias, a variable or the file, it is not empty.)
+	if fs.Lookup("access-log-format").Value.String() != "" && !fs.Changed("access-log") {
+		fs.Set("access-log", "true")
 	}
 	return errors.Join(errs...)
 }

@@ -43,6 +43,9 @@ type Handler struct {
 	// called when the handshake has been answered (Status 101 once
 	// accepted).
 	Done func(r *http1.Request, res inflight.Result)
+	// KeepHeader: copy the app's response header lines into the Result
+	// (inflight.Result.Header) for Done; off, nothing is copied.
+	KeepHeader bool
 	// WebSocket configures WebSocket connections (websocket.go,
 	// internal/websocket).
 	WebSocket websocket.Config
@@ -66,7 +69,10 @@ type slot struct {
 	block []byte
 	path  []byte
 	lower []byte
-	buf   []byte // request body chunks
+	// header is the app's response header lines when the Handler keeps
+	// them (KeepHeader): a fresh copy per response, handed to its Result.
+	header []byte
+	buf    []byte // request body chunks
 	// bodyEOF: the loop has the whole request body; a want_body then asks
 	// to watch for the client leaving.
 	bodyEOF bool
@@ -121,9 +127,10 @@ func (h *Handler) ServeHTTP1(w *http1.ResponseWriter, r *http1.Request) {
 	}
 	start := time.Now()
 	status := 0
+	var header []byte // KeepHeader: the app's header lines, a copy
 	defer func() {
 		if h.Done != nil {
-			h.Done(r, inflight.Result{Status: status, Duration: time.Since(start), Bytes: w.Written()})
+			h.Done(r, inflight.Result{Status: status, Duration: time.Since(start), Bytes: w.Written(), Header: header})
 		}
 	}()
 	s, err := getSlot()
@@ -181,6 +188,15 @@ func (h *Handler) ServeHTTP1(w *http1.ResponseWriter, r *http1.Request) {
 
 	// 3. Serve the loop's output until the response is complete.
 	status = s.serve(h, w, r, gen, disconnect)
+	header, s.header = s.header, nil
+}
+
+// keepHeader keeps a copy of the app's header lines for the Result when
+// h asks for them (KeepHeader).
+func (s *slot) keepHeader(h *Handler, lines []byte) {
+	if h.KeepHeader {
+		s.header = append([]byte(nil), lines...)
+	}
 }
 
 // serve writes what the loop produces and feeds it body chunks; it returns
@@ -238,6 +254,7 @@ func (s *slot) serve(h *Handler, w *http1.ResponseWriter, r *http1.Request, gen 
 						w.WriteSimple(500, "text/plain; charset=utf-8", []byte("Internal Server Error\n"), nil)
 						return 500
 					}
+					s.keepHeader(h, head[t.status_len:])
 					w.WriteHead(int(t.status), head[:t.status_len], head[t.status_len:], cl, t.close != 0)
 					w.SendFile(f, 0, size)
 					return int(t.status)
@@ -247,6 +264,7 @@ func (s *slot) serve(h *Handler, w *http1.ResponseWriter, r *http1.Request, gen 
 					return 500
 				}
 			}
+			s.keepHeader(h, head[t.status_len:])
 			if err := w.WriteHead(int(t.status), head[:t.status_len], head[t.status_len:], cl, t.close != 0); err != nil {
 				disconnect()
 				return int(t.status)

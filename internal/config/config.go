@@ -16,6 +16,7 @@ import (
 	"strings"
 	"time"
 
+	"turnstile/internal/accesslog"
 	"turnstile/internal/proxy"
 	"turnstile/internal/static"
 	"turnstile/internal/tlsconf"
@@ -253,6 +254,12 @@ type Config struct {
 	LogFormat string `json:"log_format,omitempty"`
 	// AccessLog logs one line per request. Default off.
 	AccessLog bool `json:"access_log,omitempty"`
+	// AccessLogFormat is the access line in gunicorn's atoms
+	// (internal/accesslog); "" keeps the record's fixed fields. Default "".
+	AccessLogFormat string `json:"access_log_format,omitempty"`
+	// LogConfig is a Python logging configuration file the workers apply
+	// before they import the app (logconfig.go); "" for none. Default "".
+	LogConfig string `json:"log_config,omitempty"`
 
 	// LimitRequestLine is the longest request line in bytes (414 past
 	// it). Default 8190.
@@ -601,6 +608,16 @@ func (c *Config) Validate() error {
 	case "text", "json":
 	default:
 		bad("--log-format %q: want text or json", c.LogFormat)
+	}
+	if c.AccessLogFormat != "" {
+		if _, err := accesslog.Compile(c.AccessLogFormat); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if c.LogConfig != "" {
+		if err := CheckLogConfig(c.LogConfig); err != nil {
+			errs = append(errs, err)
+		}
 	}
 	mounted := map[string]string{} // URL prefix → the --static that mounts it
 	c.StaticMounts = nil

@@ -89,4 +89,12 @@ type Result struct {
 	// dropped from the queue, never started, and got no response (Status
 	// 499, nginx's "client closed request"; wsgi/gone.go).
 	Withdrawn bool
+	// Ran: a pool thread ran it (WSGI), and Thread is that thread's
+	// index in its pool (python.Pool.ThreadName).
+	Ran    bool
+	Thread int
+	// Header is the app's response header lines ("Name: value\r\n"), a
+	// copy kept only when the handler was asked to (its KeepHeader: an
+	// --access-log-format with a %({name}o)s atom); nil otherwise.
+	Header []byte
 }

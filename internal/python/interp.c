@@ -265,8 +265,9 @@ run_bootstrap(const ts_interp_config *cfg, char **kind, char **err)
     }
     ts_bootstrap = mod;  /* strong reference kept for the process's life */
 
-    res = PyObject_CallMethod(mod, "setup", "sdi", cfg->app_dir,
-                              cfg->switch_interval, cfg->workers);
+    res = PyObject_CallMethod(mod, "setup", "sdiss", cfg->app_dir,
+                              cfg->switch_interval, cfg->workers,
+                              cfg->log_config, cfg->log_config_kind);
     if (res == NULL) {
         goto error;
     }

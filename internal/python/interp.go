@@ -69,6 +69,10 @@ type Config struct {
 	Interface      string  // auto, wsgi or asgi
 	SwitchInterval float64 // seconds, sys.setswitchinterval; 0 = CPython's default (0.005)
 	Workers        int     // worker processes, for wsgi.multiprocess
+	// LogConfig is a logging configuration file the bootstrap applies
+	// before the app is imported ("" = none), read as LogConfigKind says:
+	// "json" or "yaml" (logging.config.dictConfig), "ini" (fileConfig).
+	LogConfig, LogConfigKind string
 	// AfterLoad are C functions `int f(void)` run in order on the main
 	// Python thread after the app loaded (attached; -1 with an exception
 	// set on failure): the interface packages' setup. At most 4.
@@ -102,6 +106,8 @@ func Start(cfg Config) (kind string, err error) {
 	c._interface = cs(cfg.Interface)
 	c.switch_interval = C.double(cfg.SwitchInterval)
 	c.workers = C.int(cfg.Workers)
+	c.log_config = cs(cfg.LogConfig)
+	c.log_config_kind = cs(cfg.LogConfigKind)
 	for i, f := range cfg.AfterLoad {
 		c.after_load[i] = (*[0]byte)(f)
 	}

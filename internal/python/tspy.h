@@ -300,6 +300,8 @@ typedef struct ts_interp_config {
     const char *interface;      /* auto|wsgi|asgi */
     double switch_interval;     /* seconds; <= 0 leaves CPython's default */
     int workers;                /* for wsgi.multiprocess */
+    const char *log_config;     /* logging configuration file, "" = none */
+    const char *log_config_kind; /* json|yaml|ini */
     /* Called in order on the main thread, attached, after the app loaded:
      * each interface sets up its types and caches. Each returns 0, or -1
      * with an exception set. Unused entries are NULL. */

@@ -24,6 +24,8 @@ func pythonConfig(cfg *config.Config, program string) python.Config {
 		Interface:      cfg.Interface,
 		SwitchInterval: cfg.SwitchInterval,
 		Workers:        cfg.Workers,
+		LogConfig:      cfg.LogConfig,
+		LogConfigKind:  config.LogConfigKind(cfg.LogConfig),
 		AfterLoad:      []unsafe.Pointer{wsgi.AfterLoad, asgi.AfterLoad},
 	}
 }

@@ -109,7 +109,7 @@ var errStartup = errors.New("server: the app failed to start")
 // threads for WSGI, the event loop (and lifespan startup) for ASGI — and
 // its watchdog, and returns the Interface and the function that stops
 // both within a deadline.
-func startInterface(kind string, cfg *config.Config, log *slog.Logger, m *metrics) (Interface, func(deadline time.Time), error) {
+func startInterface(kind string, cfg *config.Config, log *slog.Logger, m *metrics, acc *accessLog) (Interface, func(deadline time.Time), error) {
 	if cfg.Switches.SysmonBatch {
 		// docs/design.md, "sysmon and the loop thread run under SCHED_BATCH"
 		if tid, err := sysmon.Batch(time.Second); err != nil {
@@ -118,7 +118,7 @@ func startInterface(kind string, cfg *config.Config, log *slog.Logger, m *metric
 			log.Debug("sysmon runs under SCHED_BATCH", "tid", tid)
 		}
 	}
-	ifc, err := buildInterface(kind, cfg, log, requestDone(cfg, log, m))
+	ifc, err := buildInterface(kind, cfg, log, requestDone(kind, acc, m), acc.keepHeader())
 	if err != nil {
 		return nil, nil, err
 	}
@@ -143,8 +143,9 @@ func startInterface(kind string, cfg *config.Config, log *slog.Logger, m *metric
 
 // buildInterface starts the pool or the loop for an app of kind ("wsgi",
 // "asgi") and returns the handler serving on it, which calls done after
-// each request (nil: nothing to do).
-func buildInterface(kind string, cfg *config.Config, log *slog.Logger, done func(*http1.Request, inflight.Result)) (Interface, error) {
+// each request (nil: nothing to do); keepHeader: the handlers keep each
+// response's header lines for done (accessLog.keepHeader).
+func buildInterface(kind string, cfg *config.Config, log *slog.Logger, done func(*http1.Request, inflight.Result), keepHeader bool) (Interface, error) {
 	switch kind {
 	case "wsgi":
 		if cfg.BlockingThreads == 0 {
@@ -157,7 +158,7 @@ func buildInterface(kind string, cfg *config.Config, log *slog.Logger, done func
 		}
 		wsgiPool.Store(pool)
 		h := &wsgi.Handler{Pool: pool, ScriptName: cfg.RootPath, Logger: log, BufferBytes: cfg.RequestBufferBytes,
-			BufferDiskBytes: cfg.RequestBufferDiskBytes, BufferDir: cfg.RequestBufferDir, Done: done}
+			BufferDiskBytes: cfg.RequestBufferDiskBytes, BufferDir: cfg.RequestBufferDir, Done: done, KeepHeader: keepHeader}
 		if cfg.QueueTimeout > 0 {
 			h.QueueTimeout = cfg.QueueTimeout
 		}
@@ -187,7 +188,7 @@ func buildInterface(kind string, cfg *config.Config, log *slog.Logger, done func
 			return nil, err
 		}
 		log.Info("event loop running", "loop", loopName, "lifespan", cfg.Lifespan)
-		return &asgi.Handler{Loop: loop, RootPath: cfg.RootPath, Logger: log, Done: done, WebSocket: websocket.Config{
+		return &asgi.Handler{Loop: loop, RootPath: cfg.RootPath, Logger: log, Done: done, KeepHeader: keepHeader, WebSocket: websocket.Config{
 			MaxSizeBytes:      cfg.WSMaxSizeBytes,
 			MaxQueue:          cfg.WSMaxQueue,
 			PingInterval:      cfg.WSPingInterval,
@@ -199,29 +200,32 @@ func buildInterface(kind string, cfg *config.Config, log *slog.Logger, done func
 	return nil, fmt.Errorf("server: unknown interface %q", kind)
 }
 
-// requestDone returns what runs after each request: the metrics and the access
-// log; nil when neither is on.
-func requestDone(cfg *config.Config, log *slog.Logger, m *metrics) func(*http1.Request, inflight.Result) {
-	access := cfg.AccessLog
-	if m == nil && !access {
+// requestDone returns what runs after each request: the metrics and the
+// access log (acc, nil when off) of an app of kind; nil when neither is on.
+func requestDone(kind string, acc *accessLog, m *metrics) func(*http1.Request, inflight.Result) {
+	if m == nil && acc == nil {
 		return nil
+	}
+	loop := -1
+	if kind == "asgi" {
+		loop = 0 // the worker's one event loop (buildInterface)
 	}
 	return func(r *http1.Request, res inflight.Result) {
 		if m != nil {
 			m.observe(res)
 		}
 		switch {
-		case !access:
+		case acc == nil:
 		case res.Withdrawn:
 			// Status 499 (nginx's "client closed request"): no response
 			// was sent.
-			logAccess(log, r, res.Status, res.Bytes, res.Duration,
+			acc.write(r, res, loop,
 				slog.Int64("queue_wait_us", res.QueueWait.Microseconds()), slog.Bool("withdrawn", true))
 		case res.Pool:
-			logAccess(log, r, res.Status, res.Bytes, res.Duration,
+			acc.write(r, res, loop,
 				slog.Int64("queue_wait_us", res.QueueWait.Microseconds()), slog.Int64("gil_wait_us", res.GILWait.Microseconds()))
 		default: // an event loop: no queue, no GIL wait of its own
-			logAccess(log, r, res.Status, res.Bytes, res.Duration)
+			acc.write(r, res, loop)
 		}
 	}
 }

@@ -128,7 +128,9 @@ func Run(cfg *config.Config, log *slog.Logger) int {
 			// The app's exception in its own traceback field (the
 			// first-start record the master points to); turnstile's own
 			// reason (no such module or attribute) on the message.
-			if reason, ok := strings.CutPrefix(pe.Text, "turnstile: "); ok && !strings.Contains(reason, "\n") {
+			if reason, ok := strings.CutPrefix(pe.Text, "turnstile: "); ok && strings.HasPrefix(reason, "--log-config ") && !strings.Contains(reason, "\n") {
+				log.Error(pe.Text) // the logging configuration, before the app
+			} else if ok && !strings.Contains(reason, "\n") {
 				log.Error("turnstile: cannot load the app " + cfg.App + ": " + reason)
 			} else {
 				log.Error("turnstile: cannot load the app "+cfg.App, "traceback", pe.Text)
@@ -138,7 +140,12 @@ func Run(cfg *config.Config, log *slog.Logger) int {
 		}
 		return ExitFailed
 	}
-	ifc, stopInterface, err := startInterface(kind, cfg, log, m)
+	acc, err := newAccessLog(cfg, log)
+	if err != nil {
+		log.Error(err.Error())
+		return ExitFailed
+	}
+	ifc, stopInterface, err := startInterface(kind, cfg, log, m, acc)
 	if err != nil {
 		log.Error(err.Error())
 		return ExitFailed
@@ -147,7 +154,7 @@ func Run(cfg *config.Config, log *slog.Logger) int {
 	// Static mounts answer in Go before the app (internal/static).
 	h, err := static.New(static.Config{Mounts: cfg.StaticMounts, CacheControl: cfg.StaticCacheControl,
 		Symlinks: cfg.StaticSymlinkPolicy, Fallthrough: cfg.StaticFallthrough, Index: cfg.StaticIndex, Logger: log,
-		Access: staticAccess(cfg, log)}, ifc)
+		Access: staticAccess(acc)}, ifc)
 	if err != nil {
 		log.Error(err.Error())
 		return ExitFailed

@@ -49,6 +49,9 @@ type Handler struct {
 	Logger *slog.Logger
 	// Done, when set, is called after each request (Result.Pool set).
 	Done func(r *http1.Request, res inflight.Result)
+	// KeepHeader: copy the app's response header lines into the Result
+	// (inflight.Result.Header) for Done; off, nothing is copied.
+	KeepHeader bool
 	// BufferBytes, when positive, makes the handler read each request's
 	// whole body before queueing it (buffer.go): up to BufferBytes in
 	// memory, the rest spooled to a temporary file in BufferDir (""
@@ -347,9 +350,13 @@ func (h *Handler) ServeHTTP1(w *http1.ResponseWriter, r *http1.Request) {
 		res.QueueWait = time.Duration(job.base.started_ns - job.base.enqueued_ns)
 	}
 	res.GILWait = time.Duration(job.base.gil_wait_ns)
+	res.Ran, res.Thread = true, int(job.base.thread_index)
 
 	// 4. Finish the response.
 	res.Status = s.finish()
+	if h.KeepHeader && s.headSent { // the head stays in the job until its next submission
+		res.Header = append([]byte(nil), unsafe.Slice((*byte)(unsafe.Pointer(job.head)), int(job.status_len+job.header_len))[job.status_len:]...)
+	}
 }
 
 // wait blocks the goroutine (not an OS thread) until the job is done. It

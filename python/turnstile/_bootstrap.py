@@ -115,7 +115,7 @@ def _inert_faulthandler_enable(*args, **kwargs):
     _turnstile.log(DEBUG, "turnstile: ignored faulthandler.enable(): the server owns SIGSEGV")
 
 
-def setup(app_dir, switch_interval, workers):
+def setup(app_dir, switch_interval, workers, log_config="", log_config_kind=""):
     """Prepare the interpreter; called once before the app is imported."""
     global _workers
     _workers = workers
@@ -186,6 +186,11 @@ def setup(app_dir, switch_interval, workers):
         return text, "\n".join(p.rstrip("\n") for p in parts if p)
 
     logging.StreamHandler.emit = emit
+    if log_config:
+        # After the emit above: a handler the file sends to sys.stderr or
+        # sys.stdout (ext://sys.stderr, a StreamHandler's default) writes
+        # to a LogStream, so its formatted text becomes a record.
+        apply_log_config(log_config, log_config_kind)
 
     # A warning (warnings.warn: a framework's DeprecationWarning, a
     # RuntimeWarning) is logged at WARNING as one record; printed to stderr
@@ -219,6 +224,43 @@ def setup(app_dir, switch_interval, workers):
         multiprocessing.set_start_method("forkserver", force=True)
     except ValueError:
         multiprocessing.set_start_method("spawn", force=True)
+
+
+def apply_log_config(path, kind):
+    """Apply --log-config: a logging.config.dictConfig dictionary from a
+    JSON or YAML file (kind "json", "yaml"), or an .ini file for
+    logging.config.fileConfig (kind "ini"), as gunicorn's --log-config-json
+    and --log-config do (fileConfig with disable_existing_loggers=False, as
+    gunicorn calls it). A failure is an AppLoadError naming the file."""
+    import logging.config
+
+    try:
+        if kind == "ini":
+            logging.config.fileConfig(path, disable_existing_loggers=False)
+            return
+        with open(path, encoding="utf-8") as f:
+            if kind == "yaml":
+                try:
+                    import yaml
+                except ImportError:
+                    raise AppLoadError(
+                        f"--log-config {path}: a YAML file needs PyYAML, which the app's Python cannot import"
+                        " (pip install PyYAML, or write the dictionary as .json)"
+                    ) from None
+                conf = yaml.safe_load(f)
+            else:
+                import json
+
+                conf = json.load(f)
+        logging.config.dictConfig(conf)
+    except AppLoadError:
+        raise
+    except Exception as exc:
+        text = str(exc)
+        if exc.__cause__ is not None:  # dictConfig's "Unable to configure handler 'x'"
+            text += f" ({type(exc.__cause__).__name__}: {exc.__cause__})"
+        text = text.replace("\n", " ")
+        raise AppLoadError(f"--log-config {path}: {type(exc).__name__}: {text}") from None
 
 
 def format_exception(exc):
