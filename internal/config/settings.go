@@ -113,6 +113,8 @@ var Settings = []Setting{
 	{Name: "queue-size", Kind: Int, Default: "1024", Usage: "requests that may wait for a Python thread; more get 503", Field: func(c *Config) any { return ptr(&c.QueueSize) }},
 	{Name: "queue-timeout", Kind: Seconds, Default: "30s", Usage: "longest wait for a Python thread before 503 (seconds or a duration; 0 = no limit)", Field: func(c *Config) any { return ptr(&c.QueueTimeout) }},
 	{Name: "lifespan", Kind: String, Default: "auto", Usage: "ASGI lifespan: auto, on or off", Field: func(c *Config) any { return ptr(&c.Lifespan) }},
+	{Name: "loops", Kind: Int, Default: "1", Usage: "ASGI: event loops per worker, each on its own Python thread (ts-loop-N); a new connection goes to the loop with the fewest requests and sessions in flight that is not stalled (1..64)",
+		Field: func(c *Config) any { return ptr(&c.Loops) }},
 	{Name: "loop", Kind: String, Default: "auto", Usage: "ASGI event loop: auto (uvloop if installed), asyncio or uvloop", Field: func(c *Config) any { return ptr(&c.Loop) }},
 	{Name: "executor-threads", Kind: Int, Default: "8", Usage: "threads of the ASGI loop's default executor (asyncio.to_thread)", Field: func(c *Config) any { return ptr(&c.ExecutorThreads) }},
 	{Name: "ws-max-size", Kind: Int64, Default: strconv.Itoa(16 << 20), Usage: "largest WebSocket message in bytes; larger closes with 1009", README: "16777216 (16 MiB)",
