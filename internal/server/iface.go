@@ -22,6 +22,16 @@ import (
 // activeWatchdog is the running watchdog, for /readyz and /debug/stalls.
 var activeWatchdog atomic.Pointer[watchdog.Watchdog]
 
+// loopStalled reports whether loop i is stalled now (the watchdog's
+// LoopStalled), for the ASGI handler's choice of loop; false before the
+// watchdog runs or without it.
+func loopStalled(i int) bool {
+	if wd := activeWatchdog.Load(); wd != nil {
+		return wd.LoopStalled(i)
+	}
+	return false
+}
+
 // wsgiPool is the pool of Python threads the worker started for a WSGI
 // app (nil for ASGI, and until startInterface made it), for the gate,
 // /readyz and the pool's metrics.
@@ -170,24 +180,46 @@ func buildInterface(kind string, cfg *config.Config, log *slog.Logger, done func
 			return nil, err
 		}
 		syncPools.Store(&[2]*python.Pool{httpPool, sessPool})
-		// The worker's one event loop: the only place that knows how many
-		// there are.
-		loop, err := asgi.NewLoop(0, asgi.LoopConfig{
-			Lifespan: cfg.Lifespan, Loop: cfg.Loop, ExecutorThreads: cfg.ExecutorThreads, Batch: cfg.Switches.LoopBatch,
-		})
-		if err != nil {
-			return nil, err
-		}
-		loopName, err := loop.Start()
-		if err != nil {
-			var se *asgi.StartupError
-			if errors.As(err, &se) {
-				return nil, fmt.Errorf("%w: ASGI lifespan startup failed: %s", errStartup, se.Message)
+		// The worker's event loops (--loops): the only place that knows
+		// how many there are. Each runs its own lifespan startup, one
+		// after the other (the first loop thread compiles _asgi.py for
+		// all); a failure on any stops those already started and fails
+		// the worker as a failed startup always did.
+		n := max(cfg.Loops, 1)
+		loops := make([]*asgi.Loop, 0, n)
+		var loopName string
+		for i := range n {
+			loop, err := asgi.NewLoop(i, asgi.LoopConfig{
+				Lifespan: cfg.Lifespan, Loop: cfg.Loop, ExecutorThreads: cfg.ExecutorThreads, Batch: cfg.Switches.LoopBatch,
+			})
+			if err == nil {
+				loopName, err = loop.Start()
 			}
-			return nil, err
+			if err != nil {
+				if len(loops) > 0 {
+					asgi.StopLoops(loops, 5*time.Second) // lifespan shutdown of the loops that started
+				}
+				var se *asgi.StartupError
+				if errors.As(err, &se) {
+					if n > 1 {
+						return nil, fmt.Errorf("%w: ASGI lifespan startup failed on loop %d: %s", errStartup, i, se.Message)
+					}
+					return nil, fmt.Errorf("%w: ASGI lifespan startup failed: %s", errStartup, se.Message)
+				}
+				return nil, err
+			}
+			loops = append(loops, loop)
 		}
-		log.Info("event loop running", "loop", loopName, "lifespan", cfg.Lifespan)
-		return &asgi.Handler{Loop: loop, RootPath: cfg.RootPath, Logger: log, Done: done, WebSocket: websocket.Config{
+		if n == 1 {
+			log.Info("event loop running", "loop", loopName, "lifespan", cfg.Lifespan)
+		} else {
+			// On a GIL build the loops take turns holding the GIL: they
+			// isolate connections from a loop blocked in a call that
+			// releases it (I/O, time.sleep), they add no Python CPU.
+			log.Info("event loops running", "loops", n, "loop", loopName, "lifespan", cfg.Lifespan,
+				"gil", "the loops take turns holding the GIL: isolation, not parallelism (more Python CPU comes from --workers)")
+		}
+		return &asgi.Handler{EventLoops: loops, LoopStalled: loopStalled, RootPath: cfg.RootPath, Logger: log, Done: done, WebSocket: websocket.Config{
 			MaxSizeBytes:      cfg.WSMaxSizeBytes,
 			MaxQueue:          cfg.WSMaxQueue,
 			PingInterval:      cfg.WSPingInterval,
