@@ -129,8 +129,8 @@ type Stall struct {
 	Ongoing    bool      `json:"ongoing,omitempty"`
 	// Connections is how many connections the loop held (Loop.Connections)
 	// when the stall was last seen: those the stall held up.
-	Connections int `json:"connections"`
-	Requests   []Request `json:"requests"`
+	Connections int       `json:"connections"`
+	Requests    []Request `json:"requests"`
 	// Stack is the stack seen most, innermost first: "file:line in func",
 	// then the source line.
 	Stack []string `json:"stack"`
