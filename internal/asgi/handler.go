@@ -40,8 +40,8 @@ const (
 // stream of an HTTP/2 or HTTP/3 connection (http1.Request.Conn), and a
 // WebSocket for its session. With one loop nothing is chosen or counted.
 type Handler struct {
-	// EventLoops are the event loops the requests run on, EventLoops[i] being loop
-	// number i. Required: at least one.
+	// EventLoops are the event loops the requests run on, EventLoops[i]
+	// being loop number i. Required: at least one.
 	EventLoops []*Loop
 	// LoopStalled, when set, reports whether loop i is stalled now (the
 	// watchdog's Watchdog.LoopStalled): pick gives such a loop no new
