@@ -7,7 +7,8 @@ asks; _shared_lock is the mistake it warns about (an asyncio.Lock used
 from two loops).
 
 LOOPS_RECORD, when set, is a file the app appends a line to for each
-lifespan shutdown and each websocket.disconnect.
+lifespan shutdown and each websocket.disconnect. LOOPS_FAIL_ON names the
+loop thread whose lifespan startup fails.
 """
 
 import asyncio
@@ -40,6 +41,10 @@ async def _lifespan(scope, receive, send):
     while True:
         m = await receive()
         if m["type"] == "lifespan.startup":
+            if _name() == os.environ.get("LOOPS_FAIL_ON"):
+                _record("failed " + _name())
+                await send({"type": "lifespan.startup.failed", "message": "no database on " + _name()})
+                continue
             scope["state"]["thread"] = _name()
             scope["state"]["loop"] = asyncio.get_running_loop()
             scope["state"]["queue"] = asyncio.Queue()  # belongs to this loop

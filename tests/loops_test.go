@@ -326,6 +326,63 @@ func TestLoops_SharedAsyncioLock(t *testing.T) {
 	}
 }
 
+// A lifespan startup that fails on one loop (the second) fails the
+// worker as a failed startup does with one loop: non-zero exit, the app's
+// message naming the loop, no respawn; the loop that had started runs
+// its lifespan shutdown.
+func TestLoops_StartupFailsOnOneLoop(t *testing.T) {
+	rec := filepath.Join(t.TempDir(), "rec")
+	t.Setenv("LOOPS_RECORD", rec)
+	t.Setenv("LOOPS_FAIL_ON", "ts-loop-1")
+	code, _, log := startFailure(t, "--loops", "3", "loops_app:app")
+	if code == 0 || code == -1 {
+		t.Errorf("exit status = %d; want non-zero (an exit, not a signal)", code)
+	}
+	if !strings.Contains(log, "ASGI lifespan startup failed on loop 1: no database on ts-loop-1") {
+		t.Errorf("log lacks the failed startup naming loop 1:\n%s", log)
+	}
+	if n := strings.Count(log, `"msg":"worker started"`); n > 1 {
+		t.Errorf("%d worker start-ups; want 1 (no respawn loop)", n)
+	}
+	b, _ := os.ReadFile(rec)
+	if got := strings.TrimSpace(string(b)); got != "failed ts-loop-1\nshutdown ts-loop-0" {
+		t.Errorf("record = %q; want loop 1's failure, then loop 0's shutdown (loop 2 never started)", got)
+	}
+}
+
+// Every stream of an HTTP/2 connection runs on the connection's loop.
+func TestLoops_HTTP2ConnectionStays(t *testing.T) {
+	s := Start(t, "--loops", "3", "loops_app:app")
+	seen := map[string]bool{}
+	for range 3 {
+		cc := h2cConn(t, s.Addr)
+		var mu sync.Mutex
+		names := map[string]int{}
+		concurrently(t, 8, func(int) error {
+			req, _ := http.NewRequest("GET", s.URL+"/thread", nil)
+			resp, err := cc.RoundTrip(req)
+			if err != nil {
+				return err
+			}
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			mu.Lock()
+			names[string(b)]++
+			mu.Unlock()
+			return nil
+		})
+		if len(names) != 1 {
+			t.Errorf("8 concurrent streams of one HTTP/2 connection ran on %v; want one loop", names)
+		}
+		for n := range names {
+			seen[n] = true
+		}
+	}
+	if len(seen) < 2 {
+		t.Errorf("3 HTTP/2 connections one after another all went to %v; want them spread", seen)
+	}
+}
+
 // --loops outside 1..64: exit 2 with one line.
 func TestLoops_BadValues(t *testing.T) {
 	for _, v := range []string{"0", "-1", "65"} {
