@@ -160,6 +160,9 @@ func buildInterface(kind string, cfg *config.Config, log *slog.Logger, done func
 		if cfg.BlockingThreads == 0 {
 			return nil, errors.New("--blocking-threads 0: off is for ASGI apps only; a WSGI app needs at least 1 thread")
 		}
+		if cfg.Loops > 1 {
+			log.Warn("--loops applies to ASGI apps: a WSGI app runs on --blocking-threads threads, the setting is ignored", "loops", cfg.Loops)
+		}
 		pool, err := python.StartPool(python.PoolConfig{Threads: cfg.BlockingThreads, QueueSize: cfg.QueueSize,
 			NoTurn: !cfg.Switches.PoolTurn, NoBatch: !cfg.Switches.PoolBatch})
 		if err != nil {
