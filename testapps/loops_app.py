@@ -16,6 +16,8 @@ import os
 import threading
 import time
 
+from asgiref.sync import sync_to_async  # imported with the app: turnstile binds from the first request
+
 _lock = threading.Lock()  # guards _started: module state the loops share
 _started = []  # the loop threads whose lifespan startup ran
 _shared_lock = asyncio.Lock()  # wrong on purpose: one asyncio object for every loop
@@ -30,6 +32,13 @@ def _record(line):
 
 def _name():
     return threading.current_thread().name
+
+
+def _os_name():
+    """The OS name of the calling thread (as in top -H): pool threads are
+    ts-http-N there, not in threading."""
+    with open("/proc/self/task/%d/comm" % threading.get_native_id()) as f:
+        return f.read().strip()
 
 
 async def _text(send, body, status=200):
@@ -94,6 +103,12 @@ async def app(scope, receive, send):
         with _lock:
             started = sorted(_started)
         return await _text(send, "%s %s %s %s" % (_name(), st["thread"], own, ",".join(started)))
+    if path == "/sync":
+        # asgiref's thread-sensitive call: on the worker's HTTP pool
+        # (ts-http-N), shared by the loops, and back on this loop
+        ran_on = await sync_to_async(_os_name, thread_sensitive=True)()
+        await asyncio.to_thread(_name)  # the parked executor, shared too
+        return await _text(send, "%s %s" % (_name(), ran_on))
     if path == "/lock":
         async with _shared_lock:
             await asyncio.sleep(0.5)

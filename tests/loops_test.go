@@ -383,6 +383,31 @@ func TestLoops_HTTP2ConnectionStays(t *testing.T) {
 	}
 }
 
+// The sync pools and the parked executor are the worker's: asgiref's
+// thread-sensitive calls from every loop run on ts-http-N and complete on
+// the loop that made them.
+func TestLoops_SharedSyncPool(t *testing.T) {
+	s := Start(t, "--loops", "2", "--blocking-threads", "2", "--executor-threads", "1", "loops_app:app")
+	groups := byLoop(t, s, 4)
+	if len(groups) != 2 {
+		t.Fatalf("4 connections went to %d loops; want 2", len(groups))
+	}
+	for name, conns := range groups {
+		var mu sync.Mutex
+		concurrently(t, 4, func(i int) error {
+			lc := conns[i%len(conns)]
+			mu.Lock() // one request at a time per connection
+			defer mu.Unlock()
+			code, body, err := lc.get("/sync", 10*time.Second)
+			f := strings.Fields(body)
+			if err != nil || code != 200 || len(f) != 2 || f[0] != name || !strings.HasPrefix(f[1], "ts-http-") {
+				return fmt.Errorf("GET /sync on %s = %d %q, %v; want it answered by %s after a call on ts-http-N", name, code, body, err, name)
+			}
+			return nil
+		})
+	}
+}
+
 // --loops outside 1..64: exit 2 with one line.
 func TestLoops_BadValues(t *testing.T) {
 	for _, v := range []string{"0", "-1", "65"} {
