@@ -195,7 +195,27 @@ func testBlockedLoop(t *testing.T, path string) {
 	}
 }
 
-// getAdmin GETs path on the worker's admin listener.
+// /readyz turns 503 only when every loop of the worker is stalled.
+func TestLoops_ReadyzEveryLoopStalled(t *testing.T) {
+	s := Start(t, "--loops", "2", "loops_app:app")
+	groups := byLoop(t, s, 2)
+	if len(groups) != 2 {
+		t.Fatalf("2 connections went to %d loop(s); want 2", len(groups))
+	}
+	go groups["ts-loop-0"][0].get("/block", 10*time.Second)
+	time.Sleep(500 * time.Millisecond)
+	if c, body := getAdmin(t, s, "/readyz"); c != 200 {
+		t.Errorf("/readyz with loop 0 of 2 stalled = %d %q; want 200", c, body)
+	}
+	go groups["ts-loop-1"][0].get("/block", 10*time.Second)
+	time.Sleep(500 * time.Millisecond)
+	if c, body := getAdmin(t, s, "/readyz"); c != 503 || !strings.Contains(body, "stalled") {
+		t.Errorf("/readyz with both loops stalled = %d %q; want 503 naming the stall", c, body)
+	}
+}
+
+// getAdmin GETs path on the admin listener (the master's, which asks its
+// workers).
 func getAdmin(t testing.TB, s *Server, path string) (int, string) {
 	t.Helper()
 	resp, err := http.Get(s.adminURL() + path)
