@@ -116,7 +116,7 @@ var Settings = []Setting{
 	{Name: "loops", Kind: Int, Default: "1", Usage: "ASGI: event loops per worker, each on its own Python thread (ts-loop-N); a new connection goes to the loop with the fewest requests and sessions in flight that is not stalled (1..64)",
 		Field: func(c *Config) any { return ptr(&c.Loops) }},
 	{Name: "loop", Kind: String, Default: "auto", Usage: "ASGI event loop: auto (uvloop if installed), asyncio or uvloop", Field: func(c *Config) any { return ptr(&c.Loop) }},
-	{Name: "executor-threads", Kind: Int, Default: "8", Usage: "threads of the ASGI loop's default executor (asyncio.to_thread)", Field: func(c *Config) any { return ptr(&c.ExecutorThreads) }},
+	{Name: "executor-threads", Kind: Int, Default: "8", Usage: "threads of the default executor (asyncio.to_thread) of an ASGI worker, shared by its --loops", Field: func(c *Config) any { return ptr(&c.ExecutorThreads) }},
 	{Name: "ws-max-size", Kind: Int64, Default: strconv.Itoa(16 << 20), Usage: "largest WebSocket message in bytes; larger closes with 1009", README: "16777216 (16 MiB)",
 		Field: func(c *Config) any { return ptr(&c.WSMaxSizeBytes) }},
 	{Name: "ws-max-queue", Kind: Int, Default: "32", Usage: "WebSocket messages that may wait for the app's receive() before reading pauses", Field: func(c *Config) any { return ptr(&c.WSMaxQueue) }},

@@ -766,9 +766,10 @@ def _set(fut, value):
 
 
 class ParkedExecutor(concurrent.futures.ThreadPoolExecutor):
-    """The loop's default executor (run_in_executor(None), asyncio.to_thread).
+    """The loops' default executor (run_in_executor(None), asyncio.to_thread),
+    one per worker however many loops it runs (_executor_acquire).
 
-    A bounded pool of threads started with the loop that park on a queue
+    A bounded pool of threads started with the first loop that park on a queue
     when idle instead of exiting, so a submit never starts a thread on the
     loop. Each callable runs in a fresh, empty contextvars.Context; a
     callable that carries its own context (asyncio.to_thread wraps the
