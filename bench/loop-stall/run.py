@@ -1,12 +1,21 @@
 """Loop-stall scenario (issue 7): 32 connections on a fast route while one
 connection blocks the event loop for 200 ms once a second. For turnstile,
-uvicorn (uvloop + httptools) and Granian, one worker each, on the same app
+turnstile --loops 4 (issue 22), uvicorn (uvloop + httptools), Granian and
+djust serve --loops 4 --allow-gil (djust 1.3's multi-loop launcher, when
+installed), one worker each, on the same app
 (stallapp.py): the fast route's latency (vegeta, open loop at a fixed rate,
 at most 32 connections), what each server reports about the stalls
 (turnstile: its stall counters and log records; the others: nothing), and
 what py-spy (PyPI) shows when it dumps the worker during one stall.
 
     python3 bench/loop-stall/run.py --reps 5 --duration 20 --rate 1000
+    python3 bench/loop-stall/run.py --kinds turnstile,turnstile-loops4 --reps 1 --duration 10
+
+With --loops 4 the /block client opens a new connection each time, so it
+lands on the loop with the fewest requests in flight; the fast route's
+32 kept-alive connections are spread over the four loops, and those on
+the /block's loop wait for it (a connection stays on its loop): the p99
+of the fast route counts them.
 
 Results: bench/results/loop-stall-<stamp>.csv, .meta.txt, .pyspy.txt.
 """
@@ -26,16 +35,23 @@ sys.path.insert(0, os.path.dirname(HERE))
 import turnlib as T  # noqa: E402
 import run as R  # noqa: E402
 
-KINDS = ("turnstile", "uvicorn", "granian")
+KINDS = ("turnstile", "turnstile-loops4", "uvicorn", "granian", "djust-loops4")
+DEFAULT_KINDS = "turnstile,turnstile-loops4,uvicorn,granian"
 
 
 def argv_for(kind, tbin, venv, port, admin_port):
-    if kind == "turnstile":
+    if kind.startswith("turnstile"):
         # --log-level info: the stall records are warnings, but keep the
         # default level a user runs with.
+        loops = ["--loops", "4"] if kind == "turnstile-loops4" else []
         return [tbin, "--venv", venv, "--app-dir", HERE, "--host", T.HOST, "--port", str(port),
-                "--admin-bind", "%s:%d" % (T.HOST, admin_port), "--log-format", "json",
+                "--admin-bind", "%s:%d" % (T.HOST, admin_port), "--log-format", "json"] + loops + [
                 "stallapp:app"]
+    if kind == "djust-loops4":
+        # djust 1.3's launcher: uvicorn on 4 loops sharing one socket (the
+        # kernel's accept race); --allow-gil runs it on a GIL build.
+        return [os.path.join(venv, "bin", "djust"), "serve", "--loops", "4", "--allow-gil", "--app-dir", HERE,
+                "--host", T.HOST, "--port", str(port), "--log-level", "warning", "stallapp:app"]
     if kind == "uvicorn":
         return [os.path.join(venv, "bin", "uvicorn"), "--app-dir", HERE, "--host", T.HOST,
                 "--port", str(port), "--loop", "uvloop", "--http", "httptools",
@@ -106,7 +122,7 @@ def one(kind, args, tbin, rep, pyspy_out):
             raise SystemExit("%s: %s (log %s)" % (kind, err, log))
         time.sleep(0.5)
         m0 = None
-        if kind == "turnstile":
+        if kind.startswith("turnstile"):
             m0 = T.scrape(admin)
         dump = None
         if rep == 0:
@@ -130,14 +146,14 @@ def one(kind, args, tbin, rep, pyspy_out):
         b.stop.set()
         b.join(15)
         stall_s = stalls = records = ""
-        if kind == "turnstile":
+        if kind.startswith("turnstile"):
             m1 = T.scrape(admin)
             stall_s = T.counter(m1, "turnstile_loop_stall_seconds_total") - T.counter(m0, "turnstile_loop_stall_seconds_total")
             stalls = T.counter(m1, "turnstile_loop_stalls_total") - T.counter(m0, "turnstile_loop_stalls_total")
         if dump is not None:
             with open(pyspy_out, "a") as f:
                 f.write("\n===== %s: py-spy, 80 ms into a /block\n%s\n" % (kind, dump))
-                if kind == "turnstile":
+                if kind.startswith("turnstile"):
                     f.write("\n===== turnstile: its own first stall record (log)\n%s\n" % first_stall(log))
         u = T.usage(c0, c1)
         row = dict(server=kind, rep=rep, rate=args.rate, duration_s=args.duration,
@@ -158,7 +174,15 @@ def main():
     ap.add_argument("--duration", type=int, default=20)
     ap.add_argument("--rate", type=int, default=1000)
     ap.add_argument("--venv", default=T.default_venv())
+    ap.add_argument("--kinds", default=DEFAULT_KINDS, help="comma-separated, of " + ",".join(KINDS))
     args = ap.parse_args()
+    kinds = tuple(k for k in args.kinds.split(",") if k)
+    for k in kinds:
+        if k not in KINDS:
+            raise SystemExit("--kinds: unknown %r (want %s)" % (k, ",".join(KINDS)))
+    if "djust-loops4" in kinds and not os.path.exists(os.path.join(args.venv, "bin", "djust")):
+        print("djust is not installed in %s: djust-loops4 skipped" % args.venv, flush=True)
+        kinds = tuple(k for k in kinds if k != "djust-loops4")
     os.sched_setaffinity(0, {T.CLIENT_CORE})
     tbin, tinfo = T.snapshot_turnstile()
     st = T.stamp()
@@ -166,7 +190,7 @@ def main():
     started, load_before = R.utcnow(), R.loadavg()
     rows = []
     for rep in range(args.reps):
-        order = KINDS[rep % 3:] + KINDS[:rep % 3]
+        order = kinds[rep % len(kinds):] + kinds[:rep % len(kinds)]
         for kind in order:
             T.quiet()
             row, _ = one(kind, args, tbin, rep, base + ".pyspy.txt")
@@ -178,16 +202,16 @@ def main():
         w.writerows(rows)
     lines = ["| server | fast p50 ms | fast p99 ms | fast max ms | errors | /block answered | stall s reported |",
              "|---|---|---|---|---|---|---|"]
-    for kind in KINDS:
+    for kind in kinds:
         rs = [r for r in rows if r["server"] == kind]
         med = lambda k: statistics.median(float(r[k]) for r in rs if r[k] != "")  # noqa: E731
-        rep_s = "%.2f" % med("stall_seconds_reported") if kind == "turnstile" else "nothing"
+        rep_s = "%.2f" % med("stall_seconds_reported") if kind.startswith("turnstile") else "nothing"
         lines.append("| %s | %.2f | %.1f | %.1f | %d | %d | %s |" % (
             kind, med("p50_ms"), med("p99_ms"), med("max_ms"), med("errors"), med("blocks"), rep_s))
     summary = "medians of %d reps:\n" % args.reps + "\n".join(lines)
     T.write_meta(base + ".meta.txt", "loop-stall: 32 connections on / at %d req/s (vegeta, open loop, "
                  "-max-connections 32) for %d s while GET /block does time.sleep(0.2) once a second" % (args.rate, args.duration),
-                 {r["server"]: r["cmd"] for r in rows[:3]},
+                 {r["server"]: r["cmd"] for r in rows[:len(kinds)]},
                  ["one worker per server, pinned to core %d; vegeta and the /block client on core %d" % (T.SERVER_CORE, T.CLIENT_CORE),
                   "turnstile's stall figures: turnstile_loop_stall_seconds_total / _stalls_total deltas from its admin /metrics",
                   "py-spy 0.4.3 dump of every process of each server 80 ms into one /block: %s" % os.path.basename(base + ".pyspy.txt")],

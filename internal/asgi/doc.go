@@ -8,7 +8,9 @@
 //     loop of the process) and writes the request block (internal/reqblock:
 //     method, path, headers, client, server, and the body when it has all
 //     arrived within MaxPrefetchBytes) into it.
-//  2. ts_asgi_begin binds the slot to the Handler's Loop and
+//  2. ts_asgi_begin binds the slot to the loop of the request's
+//     connection (Handler.loopFor: with several loops, the one pick gave
+//     the connection on its first request; --loops) and
 //     ts_asgi_push_new sets the request's fields and puts a TS_EV_NEW event
 //     on the loop's queue (queue.c; internal/python's wake list writes the
 //     eventfd only when the loop sleeps).
@@ -27,7 +29,7 @@
 // A WebSocket (websocket.go, websocket.c) is the same slot with
 // TS_EV_WS_NEW: the protocol is internal/websocket's Session, this package
 // is its adapter (scope, accept/denial, the websocket.* messages). Lifespan
-// runs on the loop before it serves (Loop.Start) and after (Loop.Stop).
+// runs on each loop before it serves (Loop.Start) and after (StopLoops).
 // The watchdog reads each loop's heartbeat and probe lag (watch.go).
 //
 // The Python side is python/turnstile/_asgi.py, compiled once per process

@@ -14,6 +14,7 @@ import (
 	"os"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 	"unsafe"
 
@@ -31,11 +32,21 @@ const (
 	BodyChunkBytes   = 64 << 10
 )
 
-// Handler serves an ASGI app's HTTP requests on a loop thread: an
-// http1.Handler. Start the loop (Loop.Start) before serving.
+// Handler serves an ASGI app's HTTP requests and WebSockets on its event
+// loops: an http1.Handler. Start the loops (Loop.Start) before serving.
+//
+// With several loops (--loops), each new connection is assigned to one
+// (pick) and stays on it: every request of an HTTP/1.1 connection, every
+// stream of an HTTP/2 or HTTP/3 connection (http1.Request.Conn), and a
+// WebSocket for its session. With one loop nothing is chosen or counted.
 type Handler struct {
-	// Loop is the event loop the requests run on. Required.
-	Loop *Loop
+	// EventLoops are the event loops the requests run on, EventLoops[i]
+	// being loop number i. Required: at least one.
+	EventLoops []*Loop
+	// LoopStalled, when set, reports whether loop i is stalled now (the
+	// watchdog's Watchdog.LoopStalled): pick gives such a loop no new
+	// connection while another one turns.
+	LoopStalled func(i int) bool
 	// RootPath is the ASGI root_path (the mount prefix). Default "".
 	RootPath string
 	Logger   *slog.Logger
@@ -52,6 +63,68 @@ type Handler struct {
 
 	wsOnce  sync.Once
 	wsState *websocket.Upgrader // settings and Upgrader shared by the WebSockets
+	next    atomic.Uint32       // pick's starting loop, turned per choice: ties spread
+}
+
+// loopFor returns the loop r's connection is assigned to, assigning it
+// now if it has none (a new connection; a request without Conn is
+// assigned on its own). With one loop it is that loop.
+func (h *Handler) loopFor(r *http1.Request) *Loop {
+	if len(h.EventLoops) == 1 {
+		return h.EventLoops[0]
+	}
+	cd := r.Conn
+	if cd != nil {
+		if a := cd.Affinity.Load(); a > 0 {
+			return h.EventLoops[a-1]
+		}
+	}
+	i := h.pick()
+	if cd != nil && !cd.Affinity.CompareAndSwap(0, int32(i+1)) {
+		i = int(cd.Affinity.Load()) - 1 // another stream of the connection chose first
+	}
+	return h.EventLoops[i]
+}
+
+// pick chooses the loop for a new connection: the one with the fewest
+// requests and WebSocket sessions in flight (Loop.load) among those not
+// stalled now; every loop when all are stalled. Ties go to the first
+// from a starting point that turns with each choice, so that idle loops
+// take new connections in turn. Only with several loops.
+func (h *Handler) pick() int {
+	n := len(h.EventLoops)
+	start := int(h.next.Add(1) % uint32(n))
+	best, bestLoad := -1, int32(0)
+	for pass := 0; pass < 2 && best < 0; pass++ {
+		for k := 0; k < n; k++ {
+			i := (start + k) % n
+			if pass == 0 && h.LoopStalled != nil && h.LoopStalled(i) {
+				continue
+			}
+			if ld := h.EventLoops[i].load.Load(); best < 0 || ld < bestLoad {
+				best, bestLoad = i, ld
+			}
+		}
+	}
+	return best
+}
+
+// counted returns l when the handler counts load (several loops), after
+// counting one more request or session on it; nil otherwise. Undo with
+// uncount.
+func (h *Handler) counted(l *Loop) *Loop {
+	if len(h.EventLoops) == 1 {
+		return nil
+	}
+	l.load.Add(1)
+	return l
+}
+
+// uncount undoes counted (nil: nothing was counted).
+func uncount(l *Loop) {
+	if l != nil {
+		l.load.Add(-1)
+	}
 }
 
 // slot is the Go half of a C ts_asgi_slot: its wake-up channel and scratch space.
@@ -76,6 +149,9 @@ type slot struct {
 	// bodyEOF: the loop has the whole request body; a want_body then asks
 	// to watch for the client leaving.
 	bodyEOF bool
+	// counted is the loop a WebSocket session is counted on (Handler.counted)
+	// until it finishes; nil with one loop.
+	counted *Loop
 }
 
 // slots is the registry of request slots, shared by every loop: a slot
@@ -128,9 +204,10 @@ func (h *Handler) ServeHTTP1(w *http1.ResponseWriter, r *http1.Request) {
 	start := time.Now()
 	status := 0
 	var header []byte // KeepHeader: the app's header lines, a copy
+	li := 0           // the loop's index, once chosen
 	defer func() {
 		if h.Done != nil {
-			h.Done(r, inflight.Result{Status: status, Duration: time.Since(start), Bytes: w.Written(), Header: header})
+			h.Done(r, inflight.Result{Status: status, Duration: time.Since(start), Bytes: w.Written(), Header: header, Loop: li})
 		}
 	}()
 	s, err := getSlot()
@@ -140,7 +217,10 @@ func (h *Handler) ServeHTTP1(w *http1.ResponseWriter, r *http1.Request) {
 		w.WriteSimple(503, "text/plain; charset=utf-8", unavailable, []byte("Retry-After: 1\r\n"))
 		return
 	}
-	gen := C.ts_asgi_begin(h.Loop.c, s.c)
+	loop := h.loopFor(r)
+	li = loop.index
+	defer uncount(h.counted(loop))
+	gen := C.ts_asgi_begin(loop.c, s.c)
 	defer C.ts_asgi_release(s.c)
 	s.rec.Begin(start, r.Method, r.Path)
 	defer s.rec.End()
@@ -171,7 +251,7 @@ func (h *Handler) ServeHTTP1(w *http1.ResponseWriter, r *http1.Request) {
 	// 2. Hand it to the loop, with the block's shape (one cgo call that
 	//    sets the slot's fields, then pushes); from here the client
 	//    leaving is an event.
-	if C.ts_asgi_push_new(h.Loop.c, C.TS_EV_NEW, s.c, gen, C.size_t(len(block)), C.int(n), C.size_t(bodyOff),
+	if C.ts_asgi_push_new(loop.c, C.TS_EV_NEW, s.c, gen, C.size_t(len(block)), C.int(n), C.size_t(bodyOff),
 		C.size_t(len(pre)), boolInt(bodyDone), 0) != 0 {
 		status = 503
 		w.WriteSimple(503, "text/plain; charset=utf-8", unavailable, []byte("Retry-After: 1\r\n"))

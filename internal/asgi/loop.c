@@ -423,8 +423,8 @@ loop_main(void *arg)
     if (bridge != NULL) {
         ((LoopBridge *)bridge)->loop = loop;
     }
-    res = bridge ? PyObject_CallMethod(mod, "run", "OOssin", bridge, ts_app, loop->cfg.lifespan, loop->cfg.loop,
-                                       loop->cfg.executor_threads, (Py_ssize_t)loop->write_buffer)
+    res = bridge ? PyObject_CallMethod(mod, "run", "OOssini", bridge, ts_app, loop->cfg.lifespan, loop->cfg.loop,
+                                       loop->cfg.executor_threads, (Py_ssize_t)loop->write_buffer, loop->index)
                  : NULL;
     Py_XDECREF(bridge);
     if (res == NULL) {

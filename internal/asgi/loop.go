@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"runtime/cgo"
 	"strings"
+	"sync/atomic"
 	"time"
 	"unsafe"
 
@@ -60,6 +61,10 @@ type Loop struct {
 	handle  cgo.Handle // held by c for the exports (exports.go)
 	started chan startResult
 	stopped chan string
+	// load is the HTTP requests and WebSocket sessions in flight on the
+	// loop, counted by a Handler with several loops for its choice of
+	// loop (Handler.pick); 0 with one loop (nothing is counted).
+	load atomic.Int32
 }
 
 // NewLoop makes loop number index (its thread is ts-loop-<index>, its
@@ -150,15 +155,39 @@ func (e *StartupError) Unwrap() error { return ErrStartupFailed }
 // closed and waited for are all the process's (websocket.go's registry is
 // shared by the loops): a worker stops its loops together.
 func (l *Loop) Stop(timeout time.Duration) bool {
+	return len(StopLoops([]*Loop{l}, timeout)) == 0
+}
+
+// StopLoops stops the loops together, as Stop stops one: the process's
+// WebSockets are closed and waited for once, then every loop gets its
+// stop event at the same time, so their lifespan shutdowns run side by
+// side, each on its own loop. It returns the indexes of the loops that
+// had not stopped by timeout (none: all stopped).
+func StopLoops(loops []*Loop, timeout time.Duration) []int {
 	start := time.Now()
 	CloseWebSockets()
 	waitWebSockets(start.Add(timeout - StopMargin))
 	appWait := max(timeout-StopMargin-time.Since(start), 0)
-	C.ts_asgi_push(l.c, C.TS_EV_STOP, nil, 0, nil, 0, C.int(appWait.Milliseconds()))
-	select {
-	case <-l.stopped:
-		return true
-	case <-time.After(timeout):
-		return false
+	for _, l := range loops {
+		C.ts_asgi_push(l.c, C.TS_EV_STOP, nil, 0, nil, 0, C.int(appWait.Milliseconds()))
 	}
+	deadline := time.After(timeout) // as Stop always waited: timeout after the stop event
+	expired := false
+	var left []int
+	for _, l := range loops {
+		if !expired {
+			select {
+			case <-l.stopped:
+				continue
+			case <-deadline:
+				expired = true
+			}
+		}
+		select {
+		case <-l.stopped:
+		default:
+			left = append(left, l.index)
+		}
+	}
+	return left
 }

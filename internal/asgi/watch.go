@@ -38,6 +38,23 @@ func (l *Loop) PushProbe() bool {
 	return C.ts_asgi_push(l.c, C.TS_EV_PROBE, nil, 0, (*C.char)(unsafe.Pointer(&now)), C.size_t(unsafe.Sizeof(now)), 0) == 0
 }
 
+// Connections returns how many connections the loop holds now: the
+// slots serving an HTTP request or a WebSocket session on it (a
+// kept-alive connection between requests holds no slot). For the
+// watchdog's stall records; it reads the slot table, never per request.
+func (l *Loop) Connections() int {
+	slots.mu.Lock()
+	all := slots.all
+	slots.mu.Unlock()
+	n := 0
+	for _, s := range all {
+		if s.conn.Read(func([]byte, []byte, time.Time) {}) && s.c.loop == l.c { // racy read of loop: diagnostics only
+			n++
+		}
+	}
+	return n
+}
+
 // Requests returns the requests in flight on the loop, oldest first
 // (Method, Path and Start; Running is Start: a loop runs what it takes).
 func (l *Loop) Requests() []inflight.Request {

@@ -91,9 +91,10 @@ import (
 func (h *Handler) serveWebSocket(w *http1.ResponseWriter, r *http1.Request) {
 	start := time.Now()
 	status := 0
+	li := 0 // the loop's index, once chosen
 	defer func() {
 		if h.Done != nil {
-			h.Done(r, inflight.Result{Status: status, Duration: time.Since(start), Bytes: w.Written()})
+			h.Done(r, inflight.Result{Status: status, Duration: time.Since(start), Bytes: w.Written(), Loop: li})
 		}
 	}()
 	hs, code, why := websocket.CheckHandshake(r)
@@ -114,10 +115,15 @@ func (h *Handler) serveWebSocket(w *http1.ResponseWriter, r *http1.Request) {
 		w.WriteSimple(503, "text/plain; charset=utf-8", unavailable, []byte("Retry-After: 1\r\n"))
 		return
 	}
-	gen := C.ts_asgi_begin(h.Loop.c, s.c)
+	loop := h.loopFor(r)
+	li = loop.index
+	s.counted = h.counted(loop) // a session is counted on its loop until finish
+	gen := C.ts_asgi_begin(loop.c, s.c)
 	held := true // Go's hold on the slot, passed to the session on accept
 	defer func() {
 		if held {
+			uncount(s.counted)
+			s.counted = nil
 			C.ts_asgi_release(s.c)
 		}
 	}()
@@ -145,7 +151,7 @@ func (h *Handler) serveWebSocket(w *http1.ResponseWriter, r *http1.Request) {
 	}
 	C.memcpy(unsafe.Pointer(s.c.req), unsafe.Pointer(&block[0]), C.size_t(len(block)))
 	s.block = nil // the scratch buffer would stay pinned by a long session
-	if C.ts_asgi_push_new(h.Loop.c, C.TS_EV_WS_NEW, s.c, gen, C.size_t(len(block)), C.int(n), 0, 0, 1, C.int(cfg.MaxQueue)) != 0 {
+	if C.ts_asgi_push_new(loop.c, C.TS_EV_WS_NEW, s.c, gen, C.size_t(len(block)), C.int(n), 0, 0, 1, C.int(cfg.MaxQueue)) != 0 {
 		status = 503
 		w.WriteSimple(503, "text/plain; charset=utf-8", unavailable, []byte("Retry-After: 1\r\n"))
 		return
@@ -410,6 +416,8 @@ func (ws *wsSession) finish() {
 	ws.mu.Unlock()
 	wsUnregister(ws)
 	ws.s.conn.End()
+	uncount(ws.s.counted)
+	ws.s.counted = nil
 	C.ts_asgi_release(ws.s.c)
 }
 

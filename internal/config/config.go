@@ -34,6 +34,12 @@ const (
 	// 4, as --blocking-threads, keeps a worker at 8 database connections.
 	DefaultSessionThreads = 4
 	MaxRequestBufferBytes = 64 << 20 // per request, in memory: more is spooled to disk
+	// MaxLoops caps --loops: 64 event loops (and Python threads) per
+	// worker. A fixed number rather than a multiple of the cores: on the
+	// GIL build the loops buy isolation, not CPU, so their useful count
+	// does not follow the cores, and a typo (--loops 1000) should fail
+	// the same way on every machine.
+	MaxLoops = 64
 )
 
 // Config is the whole configuration of a turnstile worker.
@@ -115,6 +121,11 @@ type Config struct {
 	// Loop is the asyncio event loop for ASGI apps: auto (uvloop when
 	// installed), asyncio or uvloop. Default auto.
 	Loop string `json:"loop,omitempty"`
+	// Loops is how many asyncio event loops an ASGI worker runs, each on
+	// its own Python thread (ts-loop-0 .. ts-loop-<Loops-1>); each new
+	// connection is served by one of them for its life. Default 1;
+	// 1..MaxLoops.
+	Loops int `json:"loops,omitempty"`
 	// ExecutorThreads is the size of the loop's default executor
 	// (run_in_executor(None), asyncio.to_thread). Default 8.
 	ExecutorThreads int `json:"executor_threads,omitempty"`
@@ -511,6 +522,9 @@ func (c *Config) Validate() error {
 	case "auto", "asyncio", "uvloop":
 	default:
 		bad("--loop %q: want auto, asyncio or uvloop", c.Loop)
+	}
+	if c.Loops < 1 || c.Loops > MaxLoops {
+		bad("--loops %d: want 1..%d", c.Loops, MaxLoops)
 	}
 	if c.ExecutorThreads < 1 || c.ExecutorThreads > 1024 {
 		bad("--executor-threads %d: want 1..1024", c.ExecutorThreads)

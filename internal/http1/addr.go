@@ -3,6 +3,7 @@ package http1
 import (
 	"net"
 	"strconv"
+	"sync/atomic"
 )
 
 // AddrText is the text of a request's addresses (host and port as bytes,
@@ -12,6 +13,18 @@ type AddrText struct {
 	remote, local          net.Addr
 	RemoteHost, RemotePort []byte
 	LocalHost, LocalPort   []byte
+}
+
+// ConnData is state a handler keeps with one connection and shares
+// between its requests: the keep-alive requests of an HTTP/1.1
+// connection, the streams of an HTTP/2 or HTTP/3 connection (which run
+// concurrently: its fields are atomic). http1 only makes a zero one per
+// connection; its fields are the handler's.
+type ConnData struct {
+	// Affinity is the handler's choice for the connection plus one (0:
+	// none made yet); internal/asgi keeps the event loop it assigned the
+	// connection to (--loops). Set it with CompareAndSwap from 0.
+	Affinity atomic.Int32
 }
 
 // Addrs returns the text of r's RemoteAddr and LocalAddr. It formats an

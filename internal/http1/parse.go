@@ -72,6 +72,11 @@ type Request struct {
 	// X-Forwarded-Proto/Forwarded says. "" means "http".
 	Scheme string
 
+	// Conn is state the handler keeps for the life of the connection the
+	// request came on, shared by its requests (ConnData); never nil for
+	// a request the Server serves.
+	Conn *ConnData
+
 	absHost []byte    // authority of an absolute-form target, while parsing
 	addrs   *AddrText // the connection's (Addrs)
 }
@@ -199,7 +204,7 @@ func nextLine(head []byte) (line, rest []byte, err *protoError) {
 func parseHead(head []byte, r *Request) *protoError {
 	hdr := r.Header[:0]
 	body := r.Body
-	*r = Request{Header: hdr, Body: body, RemoteAddr: r.RemoteAddr, LocalAddr: r.LocalAddr, addrs: r.addrs}
+	*r = Request{Header: hdr, Body: body, RemoteAddr: r.RemoteAddr, LocalAddr: r.LocalAddr, addrs: r.addrs, Conn: r.Conn}
 
 	line, rest, perr := nextLine(head)
 	if perr != nil {

@@ -432,6 +432,7 @@ type conn struct {
 	head    []byte // the current request head; Request slices point here
 	req     Request
 	addrs   AddrText // req.Addrs
+	data    ConnData // req.Conn
 	body    Body
 	w       ResponseWriter
 	scratch []byte    // for draining chunked bodies; allocated on first use
@@ -466,6 +467,7 @@ func (s *Server) newConn(rwc net.Conn, lim limits) *conn {
 	c.body.c = c
 	c.req.Body = &c.body
 	c.req.addrs = &c.addrs
+	c.req.Conn = &c.data
 	// The addresses are taken in serve, on the connection's goroutine: a
 	// PROXY protocol connection (internal/proxy) reads its header to
 	// answer RemoteAddr, which must not hold up the accept loop.
@@ -1151,7 +1153,7 @@ func (c *conn) serveHTTP2() {
 		p, _ := c.br.Peek(n)
 		nc = &prefixConn{Conn: c.rwc, pre: append([]byte(nil), p...)}
 	}
-	h := &StreamHandler{s: c.srv, lim: c.lim, remote: c.req.RemoteAddr, local: c.req.LocalAddr, scheme: c.scheme, tls: c.tlsState, proto: 2}
+	h := &StreamHandler{s: c.srv, lim: c.lim, remote: c.req.RemoteAddr, local: c.req.LocalAddr, scheme: c.scheme, tls: c.tlsState, proto: 2, conn: &c.data}
 	c.srv.HTTP2.ServeConn(nc, h)
 }
 

@@ -115,6 +115,7 @@ type StreamHandler struct {
 	scheme        string
 	tls           *tls.ConnectionState // Request.TLS
 	proto         int                  // Request.ProtoMajor: 2 or 3
+	conn          *ConnData            // Request.Conn: the connection's, shared by its streams
 }
 
 // StreamHandler returns the handler for the streams of one HTTP/3
@@ -123,7 +124,7 @@ type StreamHandler struct {
 // "https", under the Server's limits (fields, body, MaxConcurrency,
 // timeouts).
 func (s *Server) StreamHandler(remote, local net.Addr, cs *tls.ConnectionState, protoMajor int) *StreamHandler {
-	return &StreamHandler{s: s, lim: s.limits(), remote: remote, local: local, scheme: "https", tls: cs, proto: protoMajor}
+	return &StreamHandler{s: s, lim: s.limits(), remote: remote, local: local, scheme: "https", tls: cs, proto: protoMajor, conn: new(ConnData)}
 }
 
 // stream is one HTTP/2 stream seen as a request.
@@ -170,7 +171,7 @@ func (st *stream) serve(h *StreamHandler, bk Stream, head *StreamHead) (reset bo
 	s := h.s
 	st.s, st.lim, st.proto, st.bk, st.head = s, h.lim, h.proto, bk, head
 	st.body = Body{st: st, max: max(s.MaxBodyBytes, 0)}
-	st.req = Request{Body: &st.body, RemoteAddr: h.remote, LocalAddr: h.local, Scheme: h.scheme, TLS: h.tls, addrs: &st.addrs}
+	st.req = Request{Body: &st.body, RemoteAddr: h.remote, LocalAddr: h.local, Scheme: h.scheme, TLS: h.tls, addrs: &st.addrs, Conn: h.conn}
 	if h.tls != nil && s.TLSServerCert != nil {
 		st.req.ServerCert = s.TLSServerCert(h.tls.ServerName)
 	}

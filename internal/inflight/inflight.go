@@ -79,6 +79,9 @@ type Result struct {
 	Status   int           // status sent (500/503 when the server answered; 101 for an accepted WebSocket)
 	Duration time.Duration // arrival → response handed to the socket (a WebSocket: handshake answered)
 	Bytes    int64         // body bytes sent (http1.ResponseWriter.Written)
+	// Loop is the index of the event loop that served it (ASGI, --loops);
+	// 0 where there is none (WSGI).
+	Loop int
 	// Pool: the request went through a pool's queue (WSGI), and QueueWait
 	// and GILWait measure it; false on an event loop, where both are zero.
 	Pool      bool

@@ -22,6 +22,16 @@ import (
 // activeWatchdog is the running watchdog, for /readyz and /debug/stalls.
 var activeWatchdog atomic.Pointer[watchdog.Watchdog]
 
+// loopStalled reports whether loop i is stalled now (the watchdog's
+// LoopStalled), for the ASGI handler's choice of loop; false before the
+// watchdog runs or without it.
+func loopStalled(i int) bool {
+	if wd := activeWatchdog.Load(); wd != nil {
+		return wd.LoopStalled(i)
+	}
+	return false
+}
+
 // wsgiPool is the pool of Python threads the worker started for a WSGI
 // app (nil for ASGI, and until startInterface made it), for the gate,
 // /readyz and the pool's metrics.
@@ -151,6 +161,9 @@ func buildInterface(kind string, cfg *config.Config, log *slog.Logger, done func
 		if cfg.BlockingThreads == 0 {
 			return nil, errors.New("--blocking-threads 0: off is for ASGI apps only; a WSGI app needs at least 1 thread")
 		}
+		if cfg.Loops > 1 {
+			log.Warn("--loops applies to ASGI apps: a WSGI app runs on --blocking-threads threads, the setting is ignored", "loops", cfg.Loops)
+		}
 		pool, err := python.StartPool(python.PoolConfig{Threads: cfg.BlockingThreads, QueueSize: cfg.QueueSize,
 			NoTurn: !cfg.Switches.PoolTurn, NoBatch: !cfg.Switches.PoolBatch})
 		if err != nil {
@@ -171,24 +184,46 @@ func buildInterface(kind string, cfg *config.Config, log *slog.Logger, done func
 			return nil, err
 		}
 		syncPools.Store(&[2]*python.Pool{httpPool, sessPool})
-		// The worker's one event loop: the only place that knows how many
-		// there are.
-		loop, err := asgi.NewLoop(0, asgi.LoopConfig{
-			Lifespan: cfg.Lifespan, Loop: cfg.Loop, ExecutorThreads: cfg.ExecutorThreads, Batch: cfg.Switches.LoopBatch,
-		})
-		if err != nil {
-			return nil, err
-		}
-		loopName, err := loop.Start()
-		if err != nil {
-			var se *asgi.StartupError
-			if errors.As(err, &se) {
-				return nil, fmt.Errorf("%w: ASGI lifespan startup failed: %s", errStartup, se.Message)
+		// The worker's event loops (--loops): the only place that knows
+		// how many there are. Each runs its own lifespan startup, one
+		// after the other (the first loop thread compiles _asgi.py for
+		// all); a failure on any stops those already started and fails
+		// the worker as a failed startup always did.
+		n := max(cfg.Loops, 1)
+		loops := make([]*asgi.Loop, 0, n)
+		var loopName string
+		for i := range n {
+			loop, err := asgi.NewLoop(i, asgi.LoopConfig{
+				Lifespan: cfg.Lifespan, Loop: cfg.Loop, ExecutorThreads: cfg.ExecutorThreads, Batch: cfg.Switches.LoopBatch,
+			})
+			if err == nil {
+				loopName, err = loop.Start()
 			}
-			return nil, err
+			if err != nil {
+				if len(loops) > 0 {
+					asgi.StopLoops(loops, 5*time.Second) // lifespan shutdown of the loops that started
+				}
+				var se *asgi.StartupError
+				if errors.As(err, &se) {
+					if n > 1 {
+						return nil, fmt.Errorf("%w: ASGI lifespan startup failed on loop %d: %s", errStartup, i, se.Message)
+					}
+					return nil, fmt.Errorf("%w: ASGI lifespan startup failed: %s", errStartup, se.Message)
+				}
+				return nil, err
+			}
+			loops = append(loops, loop)
 		}
-		log.Info("event loop running", "loop", loopName, "lifespan", cfg.Lifespan)
-		return &asgi.Handler{Loop: loop, RootPath: cfg.RootPath, Logger: log, Done: done, KeepHeader: keepHeader, WebSocket: websocket.Config{
+		if n == 1 {
+			log.Info("event loop running", "loop", loopName, "lifespan", cfg.Lifespan)
+		} else {
+			// On a GIL build the loops take turns holding the GIL: they
+			// isolate connections from a loop blocked in a call that
+			// releases it (I/O, time.sleep), they add no Python CPU.
+			log.Info("event loops running", "loops", n, "loop", loopName, "lifespan", cfg.Lifespan,
+				"gil", "the loops take turns holding the GIL: isolation, not parallelism (more Python CPU comes from --workers)")
+		}
+		return &asgi.Handler{EventLoops: loops, LoopStalled: loopStalled, RootPath: cfg.RootPath, Logger: log, Done: done, KeepHeader: keepHeader, WebSocket: websocket.Config{
 			MaxSizeBytes:      cfg.WSMaxSizeBytes,
 			MaxQueue:          cfg.WSMaxQueue,
 			PingInterval:      cfg.WSPingInterval,
@@ -206,11 +241,11 @@ func requestDone(kind string, acc *accessLog, m *metrics) func(*http1.Request, i
 	if m == nil && acc == nil {
 		return nil
 	}
-	loop := -1
-	if kind == "asgi" {
-		loop = 0 // the worker's one event loop (buildInterface)
-	}
 	return func(r *http1.Request, res inflight.Result) {
+		loop := -1
+		if kind == "asgi" {
+			loop = res.Loop // the event loop that served it (--loops)
+		}
 		if m != nil {
 			m.observe(res)
 		}

@@ -38,6 +38,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 	"unsafe"
 
@@ -99,6 +100,10 @@ type Loop interface {
 	ReadHeartbeat() Heartbeat
 	// Requests returns the requests in flight on the loop, oldest first.
 	Requests() []inflight.Request
+	// Connections returns how many connections the loop holds now: its
+	// HTTP requests in flight and its WebSocket sessions (a kept-alive
+	// connection between two requests is not counted). For Stall.
+	Connections() int
 }
 
 // Pool is a source of requests that run on threads of their own (a WSGI
@@ -122,7 +127,10 @@ type Stall struct {
 	DurationMS float64   `json:"duration_ms"`
 	Samples    int       `json:"samples"`
 	Ongoing    bool      `json:"ongoing,omitempty"`
-	Requests   []Request `json:"requests"`
+	// Connections is how many connections the loop held (Loop.Connections)
+	// when the stall was last seen: those the stall held up.
+	Connections int       `json:"connections"`
+	Requests    []Request `json:"requests"`
 	// Stack is the stack seen most, innermost first: "file:line in func",
 	// then the source line.
 	Stack []string `json:"stack"`
@@ -170,6 +178,9 @@ type loopWatch struct {
 	stallSecs  prometheus.Counter
 	stallCount prometheus.Counter
 	current    *stallState // the stall in progress; guarded by Watchdog.mu
+	// stalled is current != nil, readable without Watchdog.mu: LoopStalled
+	// runs for every new connection of a worker with several loops.
+	stalled atomic.Bool
 
 	// The run goroutine's only.
 	lastProbes uint64
@@ -196,6 +207,7 @@ type stallState struct {
 	nextReport time.Duration
 	lastSample time.Time
 	requests   []Request // in flight at the last sample that saw any
+	conns      int       // Loop.Connections at the last sample
 
 	// Samples that found another thread holding the GIL, and its stacks.
 	holderSamples int
@@ -273,18 +285,34 @@ func (w *Watchdog) Stalls() []Stall {
 	return out
 }
 
-// Stalled reports the age of the oldest stall in progress past the
-// threshold on any loop, or 0.
+// Stalled reports, when every loop has a stall in progress past the
+// threshold, the age of the youngest (how long the worker has served
+// no loop), or 0: with several loops (--loops) the worker still serves
+// on the others, so /readyz and the accept gate count it busy only when
+// all are stalled. With one loop it is that loop's stall.
 func (w *Watchdog) Stalled() time.Duration {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	var age time.Duration
-	for _, lw := range w.loops {
-		if lw.current != nil {
-			age = max(age, time.Since(lw.current.start))
+	for i, lw := range w.loops {
+		if lw.current == nil {
+			return 0
+		}
+		if a := time.Since(lw.current.start); i == 0 || a < age {
+			age = a
 		}
 	}
 	return age
+}
+
+// LoopStalled reports whether Loops[i] has a stall in progress past the
+// threshold now. It takes no lock (one atomic load): the ASGI handler
+// asks it for each new connection it assigns to a loop.
+func (w *Watchdog) LoopStalled(i int) bool {
+	if i < 0 || i >= len(w.loops) {
+		return false
+	}
+	return w.loops[i].stalled.Load()
 }
 
 // Stalling is a stall in progress on one loop, past the threshold.
@@ -400,12 +428,13 @@ func (w *Watchdog) watchLoop(lw *loopWatch, now time.Time) time.Duration {
 // probe drained after waiting lag past the threshold. The stall lasted at
 // least lag; no stack was sampled.
 func (w *Watchdog) unseen(lw *loopWatch, lag time.Duration) {
-	st := Stall{Loop: lw.loop.Index(), Start: time.Now().Add(-lag), DurationMS: float64(lag.Microseconds()) / 1000}
+	st := Stall{Loop: lw.loop.Index(), Start: time.Now().Add(-lag), DurationMS: float64(lag.Microseconds()) / 1000,
+		Connections: lw.loop.Connections()}
 	w.mu.Lock()
 	w.keepLocked(lw, st, lag)
 	w.mu.Unlock()
 	w.Log.Warn("event loop stalled (seen after it ended: no stack sampled)", "loop", st.Loop,
-		"duration_ms", st.DurationMS, "samples", 0)
+		"connections", st.Connections, "duration_ms", st.DurationMS, "samples", 0)
 }
 
 // keepLocked records a finished stall of dur on lw for /debug/stalls (the
@@ -440,6 +469,7 @@ func (w *Watchdog) checkLoop(lw *loopWatch, h Heartbeat, pending time.Duration) 
 		}
 		w.mu.Lock()
 		lw.current = cur
+		lw.stalled.Store(true)
 		w.mu.Unlock()
 	}
 	if h.Beat != cur.lastBeat {
@@ -449,6 +479,7 @@ func (w *Watchdog) checkLoop(lw *loopWatch, h Heartbeat, pending time.Duration) 
 		w.mu.Lock()
 		st := w.summary(cur, dur, false)
 		lw.current = nil
+		lw.stalled.Store(false)
 		w.keepLocked(lw, st, dur)
 		w.mu.Unlock()
 		w.logStall("event loop stalled", st)
@@ -477,7 +508,9 @@ func (w *Watchdog) checkLoop(lw *loopWatch, h Heartbeat, pending time.Duration) 
 		if len(frames) > 0 {
 			key := stackKey(frames)
 			reqs := lw.loop.Requests()
+			conns := lw.loop.Connections()
 			w.mu.Lock()
+			cur.conns = conns
 			if len(reqs) > 0 {
 				cur.requests = nil
 				for _, r := range reqs {
@@ -512,7 +545,10 @@ func (w *Watchdog) summary(cur *stallState, dur time.Duration, ongoing bool) Sta
 		// requests that queued behind it. Report those seen while it
 		// lasted (sampled, oldest first: the blocker leads).
 		st.Requests = cur.requests
+		st.Connections = cur.conns
 	} else {
+		st.Connections = cur.loop.Connections()
+		cur.conns = st.Connections
 		for _, r := range cur.loop.Requests() {
 			st.Requests = append(st.Requests, Request{Method: r.Method, Path: r.Path, AgeMS: float64(time.Since(r.Start).Microseconds()) / 1000})
 		}
@@ -555,7 +591,7 @@ func (w *Watchdog) logStall(msg string, st Stall) {
 		}
 		reqs = append(reqs, fmt.Sprintf("%s %s (%.0f ms)", r.Method, r.Path, r.AgeMS))
 	}
-	args := []any{"loop", st.Loop, "duration_ms", st.DurationMS, "samples", st.Samples,
+	args := []any{"loop", st.Loop, "connections", st.Connections, "duration_ms", st.DurationMS, "samples", st.Samples,
 		"requests", strings.Join(reqs, "; "), "stack", strings.Join(st.Stack, "\n")}
 	if st.GILHolderThread != 0 {
 		args = append(args, "waiting_for_gil", true, "gil_holder_thread", st.GILHolderThread,

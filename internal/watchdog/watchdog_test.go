@@ -61,6 +61,12 @@ func (l *fakeLoop) ReadHeartbeat() Heartbeat {
 	return h
 }
 
+func (l *fakeLoop) Connections() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return len(l.reqs)
+}
+
 func (l *fakeLoop) Requests() []inflight.Request {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -150,8 +156,15 @@ func TestStall_OneLoopOfTwo(t *testing.T) {
 		t.Fatal("no probe was pushed to the loop")
 	}
 	stuck.block()
-	if !waitFor(2*time.Second, func() bool { return w.Stalled() > 0 }) {
-		t.Fatal("Stalled() = 0 with the loop blocked; want > 0")
+	if !waitFor(2*time.Second, func() bool { return w.LoopStalled(1) }) {
+		t.Fatal("LoopStalled(1) = false with the loop blocked; want true")
+	}
+	if w.LoopStalled(0) {
+		t.Error("LoopStalled(0) = true for the loop that turns; want false")
+	}
+	// One loop of two stalled: the worker still serves (/readyz, the gate).
+	if age := w.Stalled(); age != 0 {
+		t.Errorf("Stalled() = %v with one loop of two stalled; want 0", age)
 	}
 	sg := w.Stalling()
 	if len(sg) != 1 || sg[0].Loop.Index() != 3 || sg[0].Age <= 0 {
@@ -163,12 +176,12 @@ func TestStall_OneLoopOfTwo(t *testing.T) {
 	}
 	time.Sleep(150 * time.Millisecond)
 	stuck.unblock()
-	if !waitFor(time.Second, func() bool { return w.Stalled() == 0 }) {
-		t.Fatal("Stalled() > 0 after the loop turned again")
+	if !waitFor(time.Second, func() bool { return !w.LoopStalled(1) }) {
+		t.Fatal("LoopStalled(1) = true after the loop turned again")
 	}
 	st = w.Stalls()
-	if len(st) != 1 || st[0].Ongoing || st[0].Loop != 3 || st[0].DurationMS < 150 {
-		t.Fatalf("Stalls() after = %+v; want one finished stall of loop 3, at least 150 ms", st)
+	if len(st) != 1 || st[0].Ongoing || st[0].Loop != 3 || st[0].DurationMS < 150 || st[0].Connections != 1 {
+		t.Fatalf("Stalls() after = %+v; want one finished stall of loop 3, at least 150 ms, 1 connection", st)
 	}
 	if len(st[0].Requests) != 1 || st[0].Requests[0].Method != "GET" {
 		t.Errorf("the stall's requests = %+v; want GET /block, seen while it lasted", st[0].Requests)
@@ -198,6 +211,34 @@ func TestStall_OneLoopOfTwo(t *testing.T) {
 	cs[3].(prometheus.Metric).Write(&m)
 	if l := m.GetLabel(); len(l) != 1 || l[0].GetName() != "loop" || l[0].GetValue() != "3" {
 		t.Errorf("loop 3's series labels = %v; want loop=\"3\"", l)
+	}
+}
+
+// Stalled is the worker's: non-zero only while every loop is stalled
+// (--loops: /readyz turns 503 then, not before).
+func TestStall_EveryLoop(t *testing.T) {
+	a, b := &fakeLoop{index: 0}, &fakeLoop{index: 1}
+	w, _ := newWatchdog(t, []Loop{a, b}, nil)
+	w.Start()
+	defer w.Stop()
+	if !waitFor(time.Second, func() bool { return a.ReadHeartbeat().Beat != 0 && b.ReadHeartbeat().Beat != 0 }) {
+		t.Fatal("no probe was pushed to the loops")
+	}
+	a.block()
+	if !waitFor(2*time.Second, func() bool { return w.LoopStalled(0) }) {
+		t.Fatal("LoopStalled(0) = false with loop 0 blocked")
+	}
+	if w.Stalled() != 0 {
+		t.Error("Stalled() > 0 with loop 1 turning; want 0")
+	}
+	b.block()
+	if !waitFor(2*time.Second, func() bool { return w.Stalled() > 0 }) {
+		t.Fatal("Stalled() = 0 with both loops blocked; want > 0")
+	}
+	a.unblock()
+	b.unblock()
+	if !waitFor(time.Second, func() bool { return w.Stalled() == 0 }) {
+		t.Fatal("Stalled() > 0 after the loops turned again")
 	}
 }
 

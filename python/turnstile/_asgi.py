@@ -173,6 +173,37 @@ class HTTPCycle(_DrainWait):
             w.set_result({"type": "http.disconnect"})
 
 
+_OTHER_LOOP = ("bound to a different event loop", "attached to a different loop", "different event loop")
+LOOP_HINT = (
+    "an asyncio object (Lock, Queue, Event, Future, Task) made on one event loop was used "
+    "from another: with --loops N each loop serves its own connections, so keep asyncio "
+    "objects per loop (create them in lifespan startup, whose state is per loop, or lazily "
+    "per loop) and guard module-level state with threading.Lock (README, \"Several event loops\")"
+)
+
+
+def _loop_hint(exc):
+    """LOOP_HINT when exc (or an exception in its chain) is asyncio's
+    refusal of an object of another loop, else None."""
+    for _ in range(8):
+        if exc is None:
+            return None
+        if isinstance(exc, (RuntimeError, ValueError)) and any(m in str(exc) for m in _OTHER_LOOP):
+            return LOOP_HINT
+        exc = exc.__cause__ or exc.__context__
+    return None
+
+
+def _app_raised(text, scope, exc, method=None):
+    """Log the app's exception ("asgi: app raised"), with LOOP_HINT when it
+    is an object of another event loop."""
+    fields = {"method": method or str(scope.get("method")), "target": _target(scope), "traceback": _traceback(exc)}
+    hint = _loop_hint(exc)
+    if hint:
+        fields["hint"] = hint
+    _log(ERROR, text, **fields)
+
+
 def _from_disconnect(exc):
     """True when exc is the client leaving (an OSError such as send()'s
     ClientDisconnected, a cancelled task), or was raised while handling
@@ -202,8 +233,7 @@ async def _run_http(app, cycle):
         if chan.disconnected and _from_disconnect(exc):
             chan.done(None)  # the client left: not an app error
         else:
-            scope = cycle.scope
-            _log(ERROR, "asgi: app raised", method=str(scope.get("method")), target=_target(scope), traceback=_traceback(exc))
+            _app_raised("asgi: app raised", cycle.scope, exc)
             chan.done("error")
     else:
         if chan.disconnected:
@@ -457,7 +487,7 @@ async def _run_ws(app, cycle):
         else:
             # a WebSocket is opened by a GET (RFC 6455 §4.1; RFC 8441's
             # CONNECT over HTTP/2 is not served)
-            _log(ERROR, "asgi: WebSocket app raised", method="GET", target=_target(cycle.scope), traceback=_traceback(exc))
+            _app_raised("asgi: WebSocket app raised", cycle.scope, exc, method="GET")
             cycle.chan.done("error")
     else:
         cycle.chan.done(None)
@@ -620,7 +650,15 @@ class PoolThreadExecutor(concurrent.futures.Executor):
 _binding = None  # None: not looked at yet; False: no binding; else (var, keys per pool)
 
 
+_binding_lock = threading.Lock()  # the loops (--loops) may look at once; free-threaded CPython runs them in parallel
+
+
 def _binder():
+    with _binding_lock:
+        return _binding if _binding is not None else _make_binding()
+
+
+def _make_binding():
     global _binding
     try:
         from asgiref.sync import SyncToAsync
@@ -728,9 +766,10 @@ def _set(fut, value):
 
 
 class ParkedExecutor(concurrent.futures.ThreadPoolExecutor):
-    """The loop's default executor (run_in_executor(None), asyncio.to_thread).
+    """The loops' default executor (run_in_executor(None), asyncio.to_thread),
+    one per worker however many loops it runs (_executor_acquire).
 
-    A bounded pool of threads started with the loop that park on a queue
+    A bounded pool of threads started with the first loop that park on a queue
     when idle instead of exiting, so a submit never starts a thread on the
     loop. Each callable runs in a fresh, empty contextvars.Context; a
     callable that carries its own context (asyncio.to_thread wraps the
@@ -779,6 +818,34 @@ class ParkedExecutor(concurrent.futures.ThreadPoolExecutor):
             self._queue.put(None)
 
 
+# The parked executor is the worker's, shared by its loops (--loops): made
+# by the first loop that starts, with --executor-threads threads, and shut
+# down when the last loop using it stops. A loop's run_in_executor(None)
+# gets a concurrent.futures.Future, which asyncio.wrap_future completes on
+# that loop (call_soon_threadsafe), so any loop may use any thread.
+_executor = None
+_executor_users = 0
+_executor_lock = threading.Lock()
+
+
+def _executor_acquire(threads):
+    global _executor, _executor_users
+    with _executor_lock:
+        if _executor is None:
+            _executor = ParkedExecutor(threads)
+        _executor_users += 1
+        return _executor
+
+
+def _executor_release():
+    global _executor, _executor_users
+    with _executor_lock:
+        _executor_users -= 1
+        if _executor_users == 0 and _executor is not None:
+            _executor.shutdown()
+            _executor = None
+
+
 def _new_loop(kind):
     if kind in ("auto", "uvloop"):
         try:
@@ -791,17 +858,19 @@ def _new_loop(kind):
     return asyncio.new_event_loop(), "asyncio"
 
 
-def run(bridge, app, lifespan_mode, loop_kind, executor_threads, write_buffer):
+def run(bridge, app, lifespan_mode, loop_kind, executor_threads, write_buffer, index=0):
     """Run the loop until a STOP event; called by loop.c on ts-loop-N.
 
     bridge is the loop's LoopBridge (loop.c): its queue (drain, fd), the
-    end of its lifespan startup (started) and its lifespan state."""
+    end of its lifespan startup (started) and its lifespan state. index is
+    the loop's number: the thread is ts-loop-<index> for threading too."""
+    threading.current_thread().name = "ts-loop-%d" % index
     _bridge.http_setup(ClientDisconnected)
     bridge_drain = bridge.drain
     loop, loop_name = _new_loop(loop_kind)
     asyncio.set_event_loop(loop)
     _tl.loop, _tl.bridge = loop, bridge  # PoolThreadExecutor completes this loop's futures here
-    executor = ParkedExecutor(executor_threads)
+    executor = _executor_acquire(executor_threads)
     loop.set_default_executor(executor)
     stopping = []
 
@@ -886,7 +955,7 @@ def run(bridge, app, lifespan_mode, loop_kind, executor_threads, write_buffer):
         ok, message = loop.run_until_complete(lifespan.startup())
         if not ok:
             bridge.started(False, message or "lifespan startup failed")
-            executor.shutdown()
+            _executor_release()
             return
         if lifespan.supported:
             bridge.set_state(lifespan.state)
@@ -894,4 +963,4 @@ def run(bridge, app, lifespan_mode, loop_kind, executor_threads, write_buffer):
     try:
         loop.run_forever()
     finally:
-        executor.shutdown()
+        _executor_release()
