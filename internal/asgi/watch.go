@@ -48,7 +48,9 @@ func (l *Loop) Connections() int {
 	slots.mu.Unlock()
 	n := 0
 	for _, s := range all {
-		if s.conn.Read(func([]byte, []byte, time.Time) {}) && s.c.loop == l.c { // racy read of loop: diagnostics only
+		idle := func([]byte, []byte, time.Time) {}
+		// an HTTP request (rec) or a WebSocket session (conn)
+		if (s.rec.Read(idle) || s.conn.Read(idle)) && s.c.loop == l.c { // racy read of loop: diagnostics only
 			n++
 		}
 	}
