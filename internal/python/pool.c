@@ -80,6 +80,24 @@ pop_locked(ts_pool *p)
     return job;
 }
 
+/* name_for_threading gives the thread its pool name in Python too:
+ * threading.current_thread().name (logging's %(threadName)s, an app's own
+ * diagnostics) says "ts-py-0", not "Dummy-1". Best effort. Attached. */
+static void
+name_for_threading(const char *name)
+{
+    PyObject *threading = PyImport_ImportModule("threading");
+    PyObject *cur = threading ? PyObject_CallMethod(threading, "current_thread", NULL) : NULL;
+    PyObject *s = PyUnicode_FromString(name);
+
+    if (cur == NULL || s == NULL || PyObject_SetAttrString(cur, "name", s) < 0) {
+        PyErr_Clear();
+    }
+    Py_XDECREF(s);
+    Py_XDECREF(cur);
+    Py_XDECREF(threading);
+}
+
 static void *
 pool_main(void *arg)
 {
@@ -106,6 +124,7 @@ pool_main(void *arg)
     t->tstate = PyThreadState_New(p->interp);
     t->attached = 0;
     ts_thread_attach(t);
+    name_for_threading(name);
 
     for (;;) {
         /* Attached here: take the oldest job. A thread never holds a job
