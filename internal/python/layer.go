@@ -15,8 +15,8 @@ import (
 	"strings"
 	"time"
 
-	pysrc "turnstile/python"
 	"turnstile/internal/chlayer"
+	pysrc "turnstile/python"
 )
 
 func init() {
