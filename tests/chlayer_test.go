@@ -2,6 +2,7 @@ package tests
 
 import (
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/url"
@@ -12,6 +13,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/gorilla/websocket"
 )
 
 // channelsRedisVersion is the channels_redis whose own tests/test_core.py
@@ -97,4 +100,107 @@ func TestChannelLayer_ChannelsRedisConformance(t *testing.T) {
 	if m := regexp.MustCompile(`(\d+) passed`).FindStringSubmatch(r.Output); m == nil {
 		t.Errorf("no passed tests in the report")
 	}
+}
+
+// TestChannelLayer_Rooms: Channels' own consumers on the layer, end to
+// end. Two AsyncWebsocketConsumer and two WebsocketConsumer
+// (async_to_sync(group_send)) sessions in one room and a sync Django view
+// pushing to it: every member gets every message, all in one order; a
+// member of another room gets none of them.
+func TestChannelLayer_Rooms(t *testing.T) {
+	s := Start(t, "--app-dir", filepath.Join(AppDir(), "chlayer"), "rooms_site:application")
+	var conns []*websocket.Conn
+	for _, p := range []string{"/ws/async/lobby/", "/ws/sync/lobby/", "/ws/async/lobby/", "/ws/sync/lobby/", "/ws/async/other/"} {
+		c, _, err := wsDial(s, p)
+		if err != nil {
+			t.Fatalf("%s: %v", p, err)
+		}
+		defer c.Close()
+		conns = append(conns, c)
+	}
+	lobby, other := conns[:4], conns[4]
+	// group_add runs in connect, before accept: every member is in the room.
+	const per = 25
+	var want int
+	for round := 0; round < per; round++ {
+		for i, c := range lobby {
+			if err := c.WriteMessage(websocket.TextMessage, []byte(fmt.Sprintf("m%d-%d", i, round))); err != nil {
+				t.Fatal(err)
+			}
+			want++
+		}
+	}
+	if code, body := s.Get(t, "/push/lobby/?text=from-view"); code != 200 {
+		t.Fatalf("push view: %d %s", code, body)
+	}
+	want++
+	var orders [][]string
+	for i, c := range lobby {
+		var got []string
+		vias := map[string]int{}
+		for len(got) < want {
+			c.SetReadDeadline(time.Now().Add(10 * time.Second))
+			var m struct{ Text, Via string }
+			if err := c.ReadJSON(&m); err != nil {
+				t.Fatalf("member %d: after %d of %d messages: %v", i, len(got), want, err)
+			}
+			got = append(got, m.Text)
+			vias[m.Via]++
+		}
+		if vias["async"] != 2*per || vias["sync"] != 2*per || vias["view"] != 1 {
+			t.Errorf("member %d: messages by sender kind %v", i, vias)
+		}
+		orders = append(orders, got)
+	}
+	for i := 1; i < len(orders); i++ {
+		if strings.Join(orders[i], ",") != strings.Join(orders[0], ",") {
+			t.Errorf("member %d saw another order than member 0:\n%v\n%v", i, orders[i], orders[0])
+		}
+	}
+	other.SetReadDeadline(time.Now().Add(300 * time.Millisecond))
+	if _, p, err := other.ReadMessage(); err == nil {
+		t.Errorf("a member of another room got %q", p)
+	}
+	wsNoTracebacks(t, s)
+}
+
+// TestChannelLayer_DjustPush: djust 1.3.0rc13's push_to_view (a sync view's
+// async_to_sync(group_send) to the view's group) reaches a mounted
+// LiveView through turnstile's layer as a patch.
+func TestChannelLayer_DjustPush(t *testing.T) {
+	venv := os.Getenv("TURNSTILE_VENV")
+	if venv == "" || exec.Command(filepath.Join(venv, "bin", "python"), "-c", "import djust").Run() != nil {
+		t.Skip("djust is not installed in the test virtualenv (requirements/test.txt)")
+	}
+	cmd := Command(t, "--app-dir", filepath.Join(AppDir(), "ws_djust"), "djust_site.asgi:application")
+	cmd.Env = append(os.Environ(), "DJUST_LAYER=turnstile")
+	s, listening := startCmd(t, cmd)
+	WaitListening(t, s, listening, 30*time.Second)
+	c, _, err := websocket.DefaultDialer.Dial(wsURL(s, "/ws/live/"), http.Header{"Origin": {"http://" + s.Addr}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	next := func() map[string]any {
+		t.Helper()
+		var m map[string]any
+		c.SetReadDeadline(time.Now().Add(5 * time.Second))
+		if err := c.ReadJSON(&m); err != nil {
+			t.Fatalf("reading a frame: %v", err)
+		}
+		return m
+	}
+	c.WriteJSON(map[string]any{"type": "mount", "view": "djust_site.views.CounterView", "params": map[string]any{}, "url": "/"})
+	for m := next(); m["type"] != "mount"; m = next() {
+	}
+	if code, body := s.Get(t, "/push/?n=42"); code != 200 {
+		t.Fatalf("push view: %d %s", code, body)
+	}
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); {
+		if m := next(); m["type"] == "patch" && strings.Contains(mustJSON(m["patches"]), "Count: 42") {
+			wsNoTracebacks(t, s)
+			return
+		}
+	}
+	t.Fatal("no patch with Count: 42 after push_to_view")
 }
