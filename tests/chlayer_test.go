@@ -161,6 +161,28 @@ func TestChannelLayer_Rooms(t *testing.T) {
 	if _, p, err := other.ReadMessage(); err == nil {
 		t.Errorf("a member of another room got %q", p)
 	}
+	// /metrics and /debug/layer (through the master) show the traffic.
+	if n := metricSum(t, s, "turnstile_layer_messages_delivered_total"); n < float64(4*want) {
+		t.Errorf("turnstile_layer_messages_delivered_total = %v, want >= %d", n, 4*want)
+	}
+	if n := metricSum(t, s, "turnstile_layer_groups"); n != 2 {
+		t.Errorf("turnstile_layer_groups = %v, want 2", n)
+	}
+	resp, err := adminClient.Get(s.adminURL() + "/debug/layer")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var workers []struct {
+		Groups []struct {
+			Group   string `json:"group"`
+			Members int    `json:"members"`
+		} `json:"largest_groups"`
+	}
+	err = json.NewDecoder(resp.Body).Decode(&workers)
+	resp.Body.Close()
+	if err != nil || len(workers) != 1 || len(workers[0].Groups) == 0 || workers[0].Groups[0].Group != "lobby" || workers[0].Groups[0].Members != 4 {
+		t.Errorf("/debug/layer: %+v (%v); want lobby with 4 members first", workers, err)
+	}
 	wsNoTracebacks(t, s)
 }
 
@@ -198,6 +220,9 @@ func TestChannelLayer_DjustPush(t *testing.T) {
 	}
 	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); {
 		if m := next(); m["type"] == "patch" && strings.Contains(mustJSON(m["patches"]), "Count: 42") {
+			if n := metricSum(t, s, "turnstile_layer_messages_sent_total"); n < 1 {
+				t.Errorf("turnstile_layer_messages_sent_total = %v: the push did not go through turnstile's layer", n)
+			}
 			wsNoTracebacks(t, s)
 			return
 		}

@@ -141,18 +141,25 @@ type endpoint struct {
 
 // Stats are the layer's counters since start, and its present sizes.
 type Stats struct {
-	Sent, Delivered          uint64 // messages queued or handed to a waiter; received
-	DroppedFull, DroppedExp  uint64 // group_send to a full channel; expired unread
-	RejectedFull, Rejected   uint64 // send: ChannelFull; memory or size limit
-	Bytes, HighWater         int64  // queued payload bytes; the most ever
-	DepthHighWater           int    // the longest channel queue seen
-	Channels, Groups, Endpts int
+	Sent           uint64 `json:"sent"`            // queued, or handed to a waiting receive
+	Delivered      uint64 `json:"delivered"`       // taken by a receive
+	DroppedFull    uint64 `json:"dropped_full"`    // group_send members at capacity
+	DroppedExp     uint64 `json:"dropped_expired"` // expired unread, or undrained on a closed endpoint
+	RejectedFull   uint64 `json:"rejected_full"`   // send: ChannelFull
+	Rejected       uint64 `json:"rejected_limit"`  // send or group_send: the memory or size limit
+	Bytes          int64  `json:"queued_bytes"`
+	HighWater      int64  `json:"queued_bytes_high_water"`
+	DepthHighWater int    `json:"queue_depth_high_water"` // the longest channel queue seen
+	Channels       int    `json:"channels"`
+	Groups         int    `json:"groups"`
+	Endpts         int    `json:"endpoints"` // loops with a receiving end
 }
 
 // GroupSize names one group and its members, for /debug/layer.
 type GroupSize struct {
-	Prefix, Group string
-	Members       int
+	Prefix  string `json:"prefix"`
+	Group   string `json:"group"`
+	Members int    `json:"members"`
 }
 
 // Store is every space of one worker.

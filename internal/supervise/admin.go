@@ -63,6 +63,7 @@ func (m *Master) startAdmin(bind string) (string, error) {
 	mux.HandleFunc("/debug/status", func(w http.ResponseWriter, r *http.Request) { m.status(w, r, reg) })
 	mux.HandleFunc("/debug/stacks", m.list("/debug/stacks"))
 	mux.HandleFunc("/debug/requests", m.list("/debug/requests"))
+	mux.HandleFunc("/debug/layer", m.list("/debug/layer"))
 	mux.HandleFunc("/ctl/reload", m.control(syscall.SIGHUP))
 	mux.HandleFunc("/ctl/stop", m.control(syscall.SIGTERM))
 	mux.HandleFunc("/ctl/add-worker", m.control(syscall.SIGTTIN))
