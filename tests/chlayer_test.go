@@ -229,3 +229,33 @@ func TestChannelLayer_DjustPush(t *testing.T) {
 	}
 	t.Fatal("no patch with Count: 42 after push_to_view")
 }
+
+// TestChannelLayer_OwnTests runs testapps/chlayer/layer_tests inside the
+// server with small limits: bad input (TypeError, nothing stored), the size
+// and memory limits (ValueError, LayerMemoryFull), cancelled receives,
+// receivers on several loops; it logs the measured cost of a call.
+func TestChannelLayer_OwnTests(t *testing.T) {
+	venv := os.Getenv("TURNSTILE_VENV")
+	if venv == "" || exec.Command(filepath.Join(venv, "bin", "python"), "-c", "import channels_redis, pytest_asyncio").Run() != nil {
+		t.Skip("channels_redis or pytest-asyncio is not installed in the test virtualenv (requirements/test.txt)")
+	}
+	s := Start(t, "--app-dir", filepath.Join(AppDir(), "chlayer"), "--channel-layer-memory", "1", "--channel-layer-max-message", "65536", "conformance:app")
+	client := &http.Client{Timeout: 5 * time.Minute}
+	resp, err := client.Get(s.URL + "/run?s=1&path=" + url.QueryEscape(filepath.Join(AppDir(), "chlayer", "layer_tests")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	var r struct {
+		RC     int    `json:"rc"`
+		Output string `json:"output"`
+	}
+	if err := json.Unmarshal(b, &r); err != nil {
+		t.Fatalf("%v: %s", err, b)
+	}
+	t.Logf("pytest inside turnstile:\n%s", r.Output)
+	if r.RC != 0 {
+		t.Fatalf("pytest exit %d", r.RC)
+	}
+}

@@ -43,6 +43,8 @@ async def app(scope, receive, send):
         "-rsxX",
         "--no-header",
     ]
+    if q.get("s"):
+        args += ["-s"]
     if q.get("k"):
         args += ["-k", q["k"][0]]
     rc, output = await asyncio.to_thread(run_pytest, args)
