@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -258,4 +259,85 @@ func TestChannelLayer_OwnTests(t *testing.T) {
 	if r.RC != 0 {
 		t.Fatalf("pytest exit %d", r.RC)
 	}
+}
+
+// TestChannelLayer_AcrossWorkers: with --workers 4 a group spans the
+// workers (the master relays, internal/chlayer relay.go). Sessions of 4
+// rooms spread over the workers each send messages; every member gets
+// every message of its room, all members in one order. Then one worker is
+// SIGKILLed: the members it served are gone, and every other member still
+// gets every message of the next round, in one order.
+func TestChannelLayer_AcrossWorkers(t *testing.T) {
+	s := Start(t, "--workers", "4", "--app-dir", filepath.Join(AppDir(), "chlayer"), "rooms_site:application")
+	type session struct {
+		c    *websocket.Conn
+		room int
+		pid  int
+	}
+	const rooms, per, sends = 4, 6, 8
+	var sessions []*session
+	pids := map[int]int{}
+	for i := 0; i < rooms*per; i++ {
+		c, _, err := wsDial(s, fmt.Sprintf("/ws/async/r%d/?hello=1", i%rooms))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		var hello struct{ Hello int }
+		c.SetReadDeadline(time.Now().Add(10 * time.Second))
+		if err := c.ReadJSON(&hello); err != nil || hello.Hello == 0 {
+			t.Fatalf("session %d: hello: %v %+v", i, err, hello)
+		}
+		sessions = append(sessions, &session{c, i % rooms, hello.Hello})
+		pids[hello.Hello]++
+	}
+	if len(pids) < 2 {
+		t.Skipf("every session landed on one worker (%v): nothing crosses", pids)
+	}
+	t.Logf("sessions by worker pid: %v", pids)
+	round := func(live []*session, tag string) {
+		t.Helper()
+		for k := 0; k < sends; k++ {
+			for i, se := range live {
+				if err := se.c.WriteMessage(websocket.TextMessage, []byte(fmt.Sprintf("%s-%d-%d", tag, i, k))); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		want := map[int]int{}
+		for _, se := range live {
+			want[se.room] += sends
+		}
+		orders := map[int]string{}
+		for i, se := range live {
+			var got []string
+			for len(got) < want[se.room] {
+				se.c.SetReadDeadline(time.Now().Add(15 * time.Second))
+				var m struct{ Text string }
+				if err := se.c.ReadJSON(&m); err != nil {
+					t.Fatalf("%s: session %d (room %d, pid %d): after %d of %d: %v", tag, i, se.room, se.pid, len(got), want[se.room], err)
+				}
+				got = append(got, m.Text)
+			}
+			o := strings.Join(got, ",")
+			if prev, ok := orders[se.room]; ok && prev != o {
+				t.Errorf("%s: room %d: session %d (pid %d) saw another order", tag, se.room, i, se.pid)
+			}
+			orders[se.room] = o
+		}
+	}
+	round(sessions, "a")
+
+	victim := sessions[0].pid
+	if err := syscall.Kill(victim, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	var live []*session
+	for _, se := range sessions {
+		if se.pid != victim {
+			live = append(live, se)
+		}
+	}
+	time.Sleep(300 * time.Millisecond) // the master reaps it and drops it from the groups
+	round(live, "b")
 }

@@ -152,7 +152,8 @@ type Stats struct {
 	DepthHighWater int    `json:"queue_depth_high_water"` // the longest channel queue seen
 	Channels       int    `json:"channels"`
 	Groups         int    `json:"groups"`
-	Endpts         int    `json:"endpoints"` // loops with a receiving end
+	Endpts         int    `json:"endpoints"`     // loops with a receiving end
+	RelayDropped   uint64 `json:"relay_dropped"` // relayed frames for no layer of their prefix, or over the link's bound
 }
 
 // GroupSize names one group and its members, for /debug/layer.
@@ -174,6 +175,8 @@ type Store struct {
 	st         Stats
 	now        func() int64
 	sweepStart sync.Once
+	relay      *link // to the master (relay.go); nil: this worker alone
+	pid        int   // this worker's, as its channel names carry it
 }
 
 // Host is the worker's store.
@@ -336,6 +339,13 @@ func (s *Store) Send(h int, name string, data []byte) error {
 		s.st.Rejected++
 		return ErrTooLarge
 	}
+	if s.relay != nil {
+		if pid := ChannelPID(name); pid != 0 && pid != s.pid {
+			s.relay.send(Frame{Op: OpSend, Prefix: c.Prefix, Name: name, Data: data})
+			s.st.Sent++
+			return nil
+		}
+	}
 	wake := map[*endpoint]struct{}{}
 	err := s.put(s.space(c.Prefix), c, name, data, s.now(), wake)
 	switch err {
@@ -362,12 +372,25 @@ func (s *Store) GroupSend(h int, group string, data []byte) (members, full int, 
 		s.st.Rejected++
 		return 0, 0, ErrTooLarge
 	}
-	sp := s.space(c.Prefix)
+	if s.relay != nil {
+		// Through the master, which orders it with every other worker's
+		// group_sends and sends it back here too.
+		s.relay.send(Frame{Op: OpGroupSend, Prefix: c.Prefix, Name: group, Data: data})
+		return 0, 0, nil
+	}
+	wake := map[*endpoint]struct{}{}
+	members, full, err = s.fanOut(s.space(c.Prefix), c, group, data, s.now(), wake)
+	wakeAll(wake)
+	return members, full, err
+}
+
+// fanOut queues data on every live member of group in sp. Called with
+// s.mu held.
+func (s *Store) fanOut(sp *space, c *Config, group string, data []byte, now int64, wake map[*endpoint]struct{}) (members, full int, err error) {
 	g := sp.groups[group]
 	if len(g) == 0 {
 		return 0, 0, nil
 	}
-	now := s.now()
 	names := make([]string, 0, len(g))
 	for name, deadline := range g {
 		if deadline <= now {
@@ -378,9 +401,9 @@ func (s *Store) GroupSend(h int, group string, data []byte) (members, full int, 
 	}
 	if len(g) == 0 {
 		delete(sp.groups, group)
+		s.relayGroup(OpLeave, c.Prefix, group)
 	}
 	sort.Strings(names) // one order for every sender; cheap next to the sends
-	wake := map[*endpoint]struct{}{}
 	for _, name := range names {
 		e := s.put(sp, c, name, data, now, wake)
 		if e == nil {
@@ -396,7 +419,6 @@ func (s *Store) GroupSend(h int, group string, data []byte) (members, full int, 
 		s.st.Rejected++
 		break
 	}
-	wakeAll(wake)
 	return members, full, err
 }
 
@@ -512,6 +534,7 @@ func (s *Store) GroupAdd(h int, group, name string) error {
 	if g == nil {
 		g = map[string]int64{}
 		sp.groups[group] = g
+		s.relayGroup(OpJoin, c.Prefix, group)
 	}
 	g[name] = s.now() + int64(c.GroupExpiry)
 	return nil
@@ -530,6 +553,7 @@ func (s *Store) GroupDiscard(h int, group, name string) error {
 		delete(g, name)
 		if len(g) == 0 {
 			delete(sp.groups, group)
+			s.relayGroup(OpLeave, c.Prefix, group)
 		}
 	}
 	return nil
@@ -552,6 +576,9 @@ func (s *Store) Flush(h int) error {
 		ch.q = nil
 		s.forget(sp, name, ch)
 	}
+	for group := range sp.groups {
+		s.relayGroup(OpLeave, c.Prefix, group)
+	}
 	sp.groups = map[string]map[string]int64{}
 	return nil
 }
@@ -562,7 +589,7 @@ func (s *Store) Sweep() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	now := s.now()
-	for _, sp := range s.spaces {
+	for prefix, sp := range s.spaces {
 		for name, ch := range sp.channels {
 			s.expire(ch, now)
 			s.forget(sp, name, ch)
@@ -575,6 +602,7 @@ func (s *Store) Sweep() {
 			}
 			if len(g) == 0 {
 				delete(sp.groups, gname)
+				s.relayGroup(OpLeave, prefix, gname)
 			}
 		}
 	}

@@ -112,6 +112,7 @@ var errStartup = errors.New("server: the app failed to start")
 // both within a deadline.
 func startInterface(kind string, cfg *config.Config, log *slog.Logger, m *metrics) (Interface, func(deadline time.Time), error) {
 	chlayer.Host.SetLimits(cfg.ChannelLayerMemoryBytes, int(cfg.ChannelLayerMaxMessage)) // before any app code can send
+	startLayerRelay(cfg, log)
 	if cfg.Switches.SysmonBatch {
 		// docs/design.md, "sysmon and the loop thread run under SCHED_BATCH"
 		if tid, err := sysmon.Batch(time.Second); err != nil {

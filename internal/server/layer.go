@@ -2,13 +2,35 @@ package server
 
 import (
 	"encoding/json"
+	"log/slog"
+	"net"
 	"net/http"
+	"os"
 	"strconv"
 
 	"github.com/prometheus/client_golang/prometheus"
 
 	"turnstile/internal/chlayer"
+	"turnstile/internal/config"
+	"turnstile/internal/workerctl"
 )
+
+// startLayerRelay joins this worker's channel layer to the master's relay
+// (workerctl.LayerFD) when the host has several workers; alone, the layer
+// stays in this process.
+func startLayerRelay(cfg *config.Config, log *slog.Logger) {
+	if worker == nil || cfg.Workers < 2 {
+		return
+	}
+	f := os.NewFile(workerctl.LayerFD, "layer")
+	c, err := net.FileConn(f)
+	f.Close()
+	if err != nil {
+		log.Warn("channel layer: no relay to the master; groups span this worker only", "err", err)
+		return
+	}
+	chlayer.Host.EnableRelay(c, os.Getpid())
+}
 
 // layerCollectors are the series of the Channels layer held by Go
 // (internal/chlayer, turnstile.channels.ChannelLayer), read from its Stats

@@ -42,6 +42,7 @@ import asyncio
 import collections
 import json
 import logging
+import os
 import uuid
 import weakref
 
@@ -129,7 +130,9 @@ class ChannelLayer(BaseChannelLayer):
         self.channel_capacity = self.compile_capacities(channel_capacity or {})
         self.group_expiry = group_expiry
         self.prefix = prefix
-        self.client_prefix = uuid.uuid4().hex
+        # "-p<pid>": Go routes a send to this process's channels through
+        # the master when the host has several workers (chlayer.ChannelPID).
+        self.client_prefix = "%s-p%d" % (uuid.uuid4().hex[:16], os.getpid())
         patterns = []
         for pattern, value in (channel_capacity or {}).items():
             if hasattr(pattern, "match"):

@@ -8,9 +8,11 @@ tests/chlayer_test.go: TestChannelLayer_Rooms.
 /push/ROOM/?text=T  a sync Django view: async_to_sync(group_send).
 
 Every member gets {"text", "via"} for each message of its room, in the
-order the layer took them.
+order the layer took them. ?hello=1 on an async session: its first frame
+is {"hello": the worker's pid}.
 """
 import json
+import os
 
 import django
 from django.conf import settings
@@ -51,6 +53,9 @@ class AsyncRoom(AsyncWebsocketConsumer):
         self.room = self.scope["url_route"]["kwargs"]["room"]
         await self.channel_layer.group_add(self.room, self.channel_name)
         await self.accept()
+        if b"hello=1" in self.scope["query_string"]:
+            # which worker serves this session (tests/chlayer_test.go, across workers)
+            await self.send(text_data=json.dumps({"hello": os.getpid()}))
 
     async def disconnect(self, code):
         await self.channel_layer.group_discard(self.room, self.channel_name)
