@@ -340,4 +340,7 @@ func TestChannelLayer_AcrossWorkers(t *testing.T) {
 	}
 	time.Sleep(300 * time.Millisecond) // the master reaps it and drops it from the groups
 	round(live, "b")
+	if n := metricSum(t, s, "turnstile_layer_relay_frames_total"); n < rooms*per*sends {
+		t.Errorf("turnstile_layer_relay_frames_total = %v: the group sends did not go through the master", n)
+	}
 }

@@ -330,22 +330,25 @@ func wakeAll(wake map[*endpoint]struct{}) {
 // at the host-wide limit, ErrTooLarge over the size limit.
 func (s *Store) Send(h int, name string, data []byte) error {
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	c := s.config(h)
 	if c == nil {
+		s.mu.Unlock()
 		return ErrHandle
 	}
 	if len(data) > s.maxMsg {
 		s.st.Rejected++
+		s.mu.Unlock()
 		return ErrTooLarge
 	}
-	if s.relay != nil {
+	if l := s.relay; l != nil {
 		if pid := ChannelPID(name); pid != 0 && pid != s.pid {
-			s.relay.send(Frame{Op: OpSend, Prefix: c.Prefix, Name: name, Data: data})
 			s.st.Sent++
+			s.mu.Unlock()
+			l.sendWait(Frame{Op: OpSend, Prefix: c.Prefix, Name: name, Data: data}, RelayWait)
 			return nil
 		}
 	}
+	defer s.mu.Unlock()
 	wake := map[*endpoint]struct{}{}
 	err := s.put(s.space(c.Prefix), c, name, data, s.now(), wake)
 	switch err {
@@ -363,21 +366,25 @@ func (s *Store) Send(h int, name string, data []byte) error {
 // host-wide limit stops the fan-out with ErrMemory.
 func (s *Store) GroupSend(h int, group string, data []byte) (members, full int, err error) {
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	c := s.config(h)
 	if c == nil {
+		s.mu.Unlock()
 		return 0, 0, ErrHandle
 	}
 	if len(data) > s.maxMsg {
 		s.st.Rejected++
+		s.mu.Unlock()
 		return 0, 0, ErrTooLarge
 	}
-	if s.relay != nil {
+	if l := s.relay; l != nil {
 		// Through the master, which orders it with every other worker's
-		// group_sends and sends it back here too.
-		s.relay.send(Frame{Op: OpGroupSend, Prefix: c.Prefix, Name: group, Data: data})
+		// group_sends and sends it back here too. Unlocked: a full link
+		// waits (RelayWait) without holding up this worker's receives.
+		s.mu.Unlock()
+		l.sendWait(Frame{Op: OpGroupSend, Prefix: c.Prefix, Name: group, Data: data}, RelayWait)
 		return 0, 0, nil
 	}
+	defer s.mu.Unlock()
 	wake := map[*endpoint]struct{}{}
 	members, full, err = s.fanOut(s.space(c.Prefix), c, group, data, s.now(), wake)
 	wakeAll(wake)
@@ -624,6 +631,9 @@ func (s *Store) Stats() Stats {
 		st.Groups += len(sp.groups)
 	}
 	st.Endpts = len(s.eps)
+	if s.relay != nil {
+		st.RelayDropped += s.relay.dropped.Load()
+	}
 	return st
 }
 

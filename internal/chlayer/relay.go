@@ -27,6 +27,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 )
 
 // Frame ops.
@@ -37,10 +38,13 @@ const (
 	OpSend
 )
 
-// LinkQueue bounds the frames waiting to be written on one link; past it a
-// frame is dropped and counted (a worker that does not read cannot make
-// the master, or a sender, grow).
-const LinkQueue = 8192
+// LinkQueue and LinkBytes bound the frames waiting to be written on one
+// link; past either a frame is dropped and counted (a worker that does not
+// read cannot make the master, or a sender, grow).
+const (
+	LinkQueue = 8192
+	LinkBytes = 64 << 20
+)
 
 // Frame is one message on a link.
 type Frame struct {
@@ -107,6 +111,7 @@ func readFrame(r *bufio.Reader, max int) (Frame, error) {
 type link struct {
 	conn    net.Conn
 	q       chan []byte
+	queued  atomic.Int64 // bytes in q
 	dropped atomic.Uint64
 	done    chan struct{}
 }
@@ -118,11 +123,56 @@ func newLink(c net.Conn) *link {
 }
 
 func (l *link) send(f Frame) {
+	b := f.encode()
+	if l.queued.Add(int64(len(b))) > LinkBytes {
+		l.queued.Add(-int64(len(b)))
+		l.dropped.Add(1)
+		return
+	}
 	select {
-	case l.q <- f.encode():
+	case l.q <- b:
 	default:
+		l.queued.Add(-int64(len(b)))
 		l.dropped.Add(1)
 	}
+}
+
+// sendWait is send for a worker's own sends to the master: when the queue
+// is full it waits for room, up to d (the caller holds no lock and no GIL:
+// the bound rule's "wait with the GIL released"), then drops and counts.
+func (l *link) sendWait(f Frame, d time.Duration) {
+	b := f.encode()
+	if l.queued.Add(int64(len(b))) > LinkBytes {
+		l.queued.Add(-int64(len(b)))
+		l.dropped.Add(1)
+		return
+	}
+	select {
+	case l.q <- b:
+		return
+	default:
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case l.q <- b:
+	case <-t.C:
+		l.queued.Add(-int64(len(b)))
+		l.dropped.Add(1)
+	case <-l.done:
+		l.queued.Add(-int64(len(b)))
+		l.dropped.Add(1)
+	}
+}
+
+// RelayWait is how long a worker's send or group_send waits for room on
+// its full link to the master before the frame is dropped.
+const RelayWait = time.Second
+
+func (l *link) write(w *bufio.Writer, b []byte) error {
+	l.queued.Add(-int64(len(b)))
+	_, err := w.Write(b)
+	return err
 }
 
 func (l *link) writeLoop() {
@@ -134,13 +184,13 @@ func (l *link) writeLoop() {
 		case <-l.done:
 			return
 		}
-		if _, err := w.Write(b); err != nil {
+		if l.write(w, b) != nil {
 			return
 		}
 		for more := true; more; {
 			select {
 			case b = <-l.q:
-				if _, err := w.Write(b); err != nil {
+				if l.write(w, b) != nil {
 					return
 				}
 			default:
@@ -264,11 +314,12 @@ func (s *Store) relayGroup(op byte, prefix, group string) {
 // Hub is the master's relay: which workers have members in which group,
 // and one link per worker.
 type Hub struct {
-	mu     sync.Mutex
-	links  map[int]*link               // by worker pid
-	groups map[string]map[int]struct{} // prefix "\x00" group → pids
-	byPID  map[int]map[string]struct{} // pid → its groups, to drop
-	frames atomic.Uint64
+	dropped atomic.Uint64 // frames dropped on links since closed
+	mu      sync.Mutex
+	links   map[int]*link               // by worker pid
+	groups  map[string]map[int]struct{} // prefix "\x00" group → pids
+	byPID   map[int]map[string]struct{} // pid → its groups, to drop
+	frames  atomic.Uint64
 }
 
 // NewHub returns an empty hub.
@@ -293,6 +344,19 @@ func (h *Hub) Serve(pid int, c net.Conn, max int) {
 	}
 	h.Drop(pid)
 	l.close()
+	h.dropped.Add(l.dropped.Load())
+}
+
+// Stats returns the frames the hub handled, the frames dropped at a link's
+// bound, and the groups that have members on some worker.
+func (h *Hub) Stats() (frames, dropped uint64, groups int) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	dropped = h.dropped.Load()
+	for _, l := range h.links {
+		dropped += l.dropped.Load()
+	}
+	return h.frames.Load(), dropped, len(h.groups)
 }
 
 // Drop forgets worker pid: its groups' memberships and its link.

@@ -101,3 +101,36 @@ func TestChannelPID(t *testing.T) {
 		}
 	}
 }
+
+// TestRelayCost logs what one group_send costs through the hub (worker →
+// master → worker on socketpairs, this machine): an indication, not a
+// bound.
+func TestRelayCost(t *testing.T) {
+	hub := NewHub()
+	var stores []*Store
+	for pid := 201; pid <= 202; pid++ {
+		m, w := socketpair(t)
+		go hub.Serve(pid, m, 1<<20)
+		s := New()
+		s.Open(Config{Prefix: "asgi", Capacity: 100000})
+		s.EnableRelay(w, pid)
+		stores = append(stores, s)
+		defer w.Close()
+	}
+	_ = stores[1].GroupAdd(0, "room", "specific.x-p202!a")
+	time.Sleep(20 * time.Millisecond)
+	const n = 20000
+	payload := make([]byte, 100)
+	start := time.Now()
+	for i := 0; i < n; i++ {
+		_, _, _ = stores[0].GroupSend(0, "room", payload)
+	}
+	for stores[1].Stats().Sent < n && time.Since(start) < 10*time.Second {
+		time.Sleep(time.Millisecond)
+	}
+	el := time.Since(start)
+	if got := stores[1].Stats().Sent; got < n {
+		t.Fatalf("%d of %d relayed", got, n)
+	}
+	t.Logf("relay: %d group_sends of 100 bytes worker → master → worker in %v: %.2f µs each (pipelined)", n, el, float64(el.Microseconds())/n)
+}

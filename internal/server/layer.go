@@ -45,7 +45,7 @@ func layerCollectors() []prometheus.Collector {
 	}
 	dropped := func(reason string, f func(chlayer.Stats) uint64) prometheus.Collector {
 		return prometheus.NewCounterFunc(prometheus.CounterOpts{
-			Name: "turnstile_layer_messages_dropped_total", Help: "Channel layer messages not delivered: full (a group_send member at capacity), expired (queued past expiry, or undrained on a closed loop), rejected (a send refused: ChannelFull, the memory or size limit).",
+			Name: "turnstile_layer_messages_dropped_total", Help: "Channel layer messages not delivered: full (a group_send member at capacity), expired (queued past expiry, or undrained on a closed loop), rejected (a send refused: ChannelFull, the memory or size limit), relay (a frame to or from the master dropped at the link's bound, or for a prefix no layer of this worker opened).",
 			ConstLabels: prometheus.Labels{"reason": reason},
 		}, func() float64 { return float64(f(st())) })
 	}
@@ -57,6 +57,7 @@ func layerCollectors() []prometheus.Collector {
 		dropped("full", func(s chlayer.Stats) uint64 { return s.DroppedFull }),
 		dropped("expired", func(s chlayer.Stats) uint64 { return s.DroppedExp }),
 		dropped("rejected", func(s chlayer.Stats) uint64 { return s.RejectedFull + s.Rejected }),
+		dropped("relay", func(s chlayer.Stats) uint64 { return s.RelayDropped }),
 		gauge("turnstile_layer_queued_bytes", "Bytes of channel layer messages queued (msgpack).",
 			func(s chlayer.Stats) float64 { return float64(s.Bytes) }),
 		gauge("turnstile_layer_queued_bytes_high_water", "The most bytes of channel layer messages ever queued at once.",
