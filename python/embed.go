@@ -14,3 +14,10 @@ var Bootstrap string
 //
 //go:embed turnstile/_asgi.py
 var ASGI string
+
+// Channels is python/turnstile/channels.py: turnstile.channels.ChannelLayer,
+// the Channels layer held by Go (internal/chlayer), importable in the
+// embedded interpreter (the bootstrap's finder serves it).
+//
+//go:embed turnstile/channels.py
+var Channels string

@@ -134,6 +134,13 @@ type Config struct {
 	// one, closes the connection with 1009. Default 16 MiB (uvicorn's
 	// --ws-max-size).
 	WSMaxSizeBytes int64 `json:"ws_max_size_bytes,omitempty"`
+	// ChannelLayerMemoryBytes bounds the bytes of channel layer messages a
+	// worker holds queued (internal/chlayer), every channel together;
+	// --channel-layer-memory, in MiB. Default 256 MiB.
+	ChannelLayerMemoryBytes int64 `json:"channel_layer_memory_bytes,omitempty"`
+	// ChannelLayerMaxMessage is the largest channel layer message, bytes of
+	// msgpack (--channel-layer-max-message). Default 1 MiB.
+	ChannelLayerMaxMessage int64 `json:"channel_layer_max_message,omitempty"`
 	// WSMaxQueue is how many received WebSocket messages may wait for the
 	// app's receive() before the server stops reading that connection.
 	// Default 32.
@@ -528,6 +535,12 @@ func (c *Config) Validate() error {
 	}
 	if c.ExecutorThreads < 1 || c.ExecutorThreads > 1024 {
 		bad("--executor-threads %d: want 1..1024", c.ExecutorThreads)
+	}
+	if c.ChannelLayerMemoryBytes < 1<<20 {
+		bad("--channel-layer-memory %d: want MiB, at least 1", c.ChannelLayerMemoryBytes>>20)
+	}
+	if c.ChannelLayerMaxMessage < 1 || c.ChannelLayerMaxMessage > c.ChannelLayerMemoryBytes {
+		bad("--channel-layer-max-message %d: want bytes, at least 1 and at most --channel-layer-memory", c.ChannelLayerMaxMessage)
 	}
 	if c.WSMaxSizeBytes < 1 {
 		bad("--ws-max-size %d: want bytes, at least 1", c.WSMaxSizeBytes)

@@ -13,6 +13,8 @@ import (
 	"context"
 	"log/slog"
 	"unsafe"
+
+	"turnstile/internal/chlayer"
 )
 
 // go_ts_log writes one record from Python (print, logging, wsgi.errors,
@@ -48,4 +50,89 @@ func slogLevel(pyLevel int) slog.Level {
 	default:
 		return slog.LevelDebug
 	}
+}
+
+// The Channels layer (layer.c, internal/chlayer): each is one call from
+// _turnstile_layer on a Python thread, GIL released; names and data are
+// borrowed for the call and copied here. Codes as layer.c lists them.
+
+//export go_ts_layer_open
+func go_ts_layer_open(cfg *C.char, n C.int, errOut **C.char) C.int {
+	h, err := layerOpen(C.GoBytes(unsafe.Pointer(cfg), n))
+	if err != nil {
+		*errOut = C.CString(err.Error())
+		return -1
+	}
+	return C.int(h)
+}
+
+//export go_ts_layer_send
+func go_ts_layer_send(h C.int, name *C.char, nlen C.int, data *C.char, dlen C.longlong) C.int {
+	return C.int(layerCode(chlayer.Host.Send(int(h), C.GoStringN(name, nlen), C.GoBytes(unsafe.Pointer(data), C.int(dlen)))))
+}
+
+//export go_ts_layer_group_send
+func go_ts_layer_group_send(h C.int, name *C.char, nlen C.int, data *C.char, dlen C.longlong, members, full *C.int) C.int {
+	m, f, err := chlayer.Host.GroupSend(int(h), C.GoStringN(name, nlen), C.GoBytes(unsafe.Pointer(data), C.int(dlen)))
+	*members, *full = C.int(m), C.int(f)
+	return C.int(layerCode(err))
+}
+
+//export go_ts_layer_receive
+func go_ts_layer_receive(h C.int, ep C.ulonglong, name *C.char, nlen C.int, out **C.char, outlen *C.longlong) C.int {
+	d, ok, err := chlayer.Host.Receive(int(h), uint64(ep), C.GoStringN(name, nlen))
+	if err != nil {
+		return C.int(layerCode(err))
+	}
+	if !ok {
+		return 5
+	}
+	*out = (*C.char)(C.CBytes(d))
+	*outlen = C.longlong(len(d))
+	return 0
+}
+
+//export go_ts_layer_unwait
+func go_ts_layer_unwait(h C.int, ep C.ulonglong, name *C.char, nlen C.int) {
+	chlayer.Host.Unwait(int(h), uint64(ep), C.GoStringN(name, nlen))
+}
+
+//export go_ts_layer_group
+func go_ts_layer_group(h, op C.int, group *C.char, glen C.int, name *C.char, nlen C.int) C.int {
+	g, c := C.GoStringN(group, glen), C.GoStringN(name, nlen)
+	if op == 0 {
+		return C.int(layerCode(chlayer.Host.GroupAdd(int(h), g, c)))
+	}
+	return C.int(layerCode(chlayer.Host.GroupDiscard(int(h), g, c)))
+}
+
+//export go_ts_layer_flush
+func go_ts_layer_flush(h C.int) C.int {
+	return C.int(layerCode(chlayer.Host.Flush(int(h))))
+}
+
+//export go_ts_layer_endpoint
+func go_ts_layer_endpoint(fd *C.int) C.ulonglong {
+	id, f, err := chlayer.Host.NewEndpoint()
+	if err != nil {
+		return 0
+	}
+	*fd = C.int(f)
+	return C.ulonglong(id)
+}
+
+//export go_ts_layer_close_endpoint
+func go_ts_layer_close_endpoint(ep C.ulonglong) {
+	chlayer.Host.CloseEndpoint(uint64(ep))
+}
+
+//export go_ts_layer_take
+func go_ts_layer_take(ep C.ulonglong, out **C.char, outlen *C.longlong) {
+	ds := chlayer.Host.Take(uint64(ep))
+	if len(ds) == 0 {
+		return
+	}
+	b := packDeliveries(ds)
+	*out = (*C.char)(C.CBytes(b))
+	*outlen = C.longlong(len(b))
 }

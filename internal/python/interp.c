@@ -216,8 +216,9 @@ init_python(const ts_interp_config *cfg, char **err)
     PyConfig config;
     PyStatus st;
 
-    if (PyImport_AppendInittab("_turnstile", init_turnstile_module) < 0) {
-        *err = strdup("turnstile: cannot register the _turnstile module");
+    if (PyImport_AppendInittab("_turnstile", init_turnstile_module) < 0 ||
+        PyImport_AppendInittab("_turnstile_layer", ts_init_layer_module) < 0) {
+        *err = strdup("turnstile: cannot register the _turnstile modules");
         return -1;
     }
     PyConfig_InitPythonConfig(&config);

@@ -76,6 +76,10 @@ int ts_thread_yield_if_due(ts_thread *t);
 
 /* The thread running the caller, or NULL for a thread the server does not
  * own. */
+/* ts_init_layer_module makes _turnstile_layer (layer.c), the Channels
+ * layer's entry into Go. */
+PyObject *ts_init_layer_module(void);
+
 ts_thread *ts_thread_current(void);
 
 int64_t ts_now_ns(void);

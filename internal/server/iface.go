@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"turnstile/internal/asgi"
+	"turnstile/internal/chlayer"
 	"turnstile/internal/config"
 	"turnstile/internal/http1"
 	"turnstile/internal/inflight"
@@ -120,6 +121,8 @@ var errStartup = errors.New("server: the app failed to start")
 // its watchdog, and returns the Interface and the function that stops
 // both within a deadline.
 func startInterface(kind string, cfg *config.Config, log *slog.Logger, m *metrics, acc *accessLog) (Interface, func(deadline time.Time), error) {
+	chlayer.Host.SetLimits(cfg.ChannelLayerMemoryBytes, int(cfg.ChannelLayerMaxMessage)) // before any app code can send
+	startLayerRelay(cfg, log)
 	if cfg.Switches.SysmonBatch {
 		// docs/design.md, "sysmon and the loop thread run under SCHED_BATCH"
 		if tid, err := sysmon.Batch(time.Second); err != nil {

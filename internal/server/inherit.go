@@ -105,6 +105,7 @@ func init() {
 	if IsWorker() {
 		syscall.CloseOnExec(workerctl.ListenerFD)
 		syscall.CloseOnExec(workerctl.ControlFD)
+		syscall.CloseOnExec(workerctl.LayerFD) // EBADF from an older master: harmless
 		setProcessName("turnstile-w" + workerID)
 		unsetWorkerEnv()
 	}

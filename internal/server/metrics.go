@@ -76,6 +76,7 @@ func newMetrics(srv *http1.Server) *metrics {
 			func(g *gate) int64 { return g.deferred.Load() }),
 	)
 	m.reg.MustRegister(h3Collectors()...)
+	m.reg.MustRegister(layerCollectors()...)
 	for i, k := range kindNames {
 		i := i
 		m.reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{

@@ -385,6 +385,7 @@ func startAdmin(cfg *config.Config, log *slog.Logger, ready *atomic.Bool, m *met
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		writeThreads(w) // syncpools.go
 	})
+	mux.HandleFunc("/debug/layer", layerDebug) // layer.go
 	mux.Handle("/metrics", promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{}))
 	statusHandlers(mux, m)
 	hs := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelDebug)}

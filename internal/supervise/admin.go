@@ -47,6 +47,13 @@ func (m *Master) startAdmin(bind string) (string, error) {
 			func() float64 { return float64(m.snap.Load().readyCount()) }),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "turnstile_workers_desired", Help: "Worker processes the master keeps (--workers, SIGTTIN/SIGTTOU)."},
 			func() float64 { return float64(m.snap.Load().want) }),
+		// The channel layer's relay between the workers (layer.go).
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "turnstile_layer_relay_frames_total", Help: "Channel layer frames the master relayed or applied (joins, leaves, sends, group sends from the workers)."},
+			func() float64 { f, _, _ := layerHub.Stats(); return float64(f) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "turnstile_layer_relay_dropped_total", Help: "Channel layer frames the master dropped because a worker's link was at its bound (it did not read)."},
+			func() float64 { _, d, _ := layerHub.Stats(); return float64(d) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "turnstile_layer_relay_groups", Help: "Channel layer groups with members on some worker, as the master's relay knows them."},
+			func() float64 { _, _, g := layerHub.Stats(); return float64(g) }),
 		// The master's own process_* series, without a worker label
 		// (each worker's carry worker="<id>").
 		procmetrics.Collector(),
@@ -63,6 +70,7 @@ func (m *Master) startAdmin(bind string) (string, error) {
 	mux.HandleFunc("/debug/status", func(w http.ResponseWriter, r *http.Request) { m.status(w, r, reg) })
 	mux.HandleFunc("/debug/stacks", m.list("/debug/stacks"))
 	mux.HandleFunc("/debug/requests", m.list("/debug/requests"))
+	mux.HandleFunc("/debug/layer", m.list("/debug/layer"))
 	mux.HandleFunc("/ctl/reload", m.control(syscall.SIGHUP))
 	mux.HandleFunc("/ctl/reload-certs", m.control(reloadCerts))
 	mux.HandleFunc("/ctl/stop", m.control(syscall.SIGTERM))

@@ -250,7 +250,15 @@ func (m *Master) spawn(id int, cause string) (*proc, error) {
 		errW.Close()
 		return nil, err
 	}
-	cmd.ExtraFiles = workerctl.ExtraFiles(m.lnFile, ctlW, quic)
+	layerM, layerW, err := layerPair()
+	if err != nil {
+		ctlR.Close()
+		ctlW.Close()
+		errR.Close()
+		errW.Close()
+		return nil, err
+	}
+	cmd.ExtraFiles = workerctl.ExtraFiles(m.lnFile, ctlW, quic, layerW)
 	cmd.Stdout, cmd.Stderr = errW, errW
 	cmd.SysProcAttr = &syscall.SysProcAttr{
 		// Its own process group: a Ctrl-C in a terminal reaches the
@@ -265,12 +273,15 @@ func (m *Master) spawn(id int, cause string) (*proc, error) {
 	err = m.spawner.start(cmd)
 	ctlW.Close()
 	errW.Close()
+	layerW.Close()
 	if err != nil {
 		ctlR.Close()
 		errR.Close()
+		layerM.Close()
 		return nil, fmt.Errorf("supervise: starting worker %d: %w", id, err)
 	}
 	p.pid = cmd.Process.Pid
+	go layerHub.Serve(p.pid, layerM, layerMaxFrame(m.cfg))
 	p.started = time.Now()
 	go m.readControl(p, ctlR)
 	go m.readStderr(p, errR)

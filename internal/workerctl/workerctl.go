@@ -67,6 +67,11 @@ const (
 	// takes over its socket, and the group never changes under the
 	// connections of the other slots.
 	QUICFD = 5
+	// LayerFD is the worker's end of a Unix stream socketpair to the
+	// master: the channel layer's relay across the workers of one host
+	// (internal/chlayer, relay.go). Always passed; a worker uses it under
+	// --workers 2 or more.
+	LayerFD = 6
 )
 
 // StopGrace is how long past --graceful-timeout a stopping worker still
@@ -101,14 +106,17 @@ func IsEnv(kv string) bool {
 
 // ExtraFiles returns the files a worker inherits, for exec.Cmd.ExtraFiles
 // (whose entry i becomes fd 3+i): listener as ListenerFD and control (the
-// control pipe's write end) as ControlFD, and quic (nil: none, no
-// --http3) as QUICFD.
-func ExtraFiles(listener, control, quic *os.File) []*os.File {
+// control pipe's write end) as ControlFD, quic (nil: none, no --http3) as
+// QUICFD and layer (nil: none) as LayerFD.
+func ExtraFiles(listener, control, quic, layer *os.File) []*os.File {
 	files := make([]*os.File, max(ListenerFD, ControlFD)-2)
 	files[ListenerFD-3] = listener
 	files[ControlFD-3] = control
-	if quic != nil {
-		files = append(files, quic) // QUICFD
+	if quic != nil || layer != nil {
+		files = append(files, quic) // QUICFD (a nil entry: closed in the worker)
+	}
+	if layer != nil {
+		files = append(files, layer) // LayerFD
 	}
 	return files
 }

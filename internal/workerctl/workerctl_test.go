@@ -122,12 +122,16 @@ func TestEnv(t *testing.T) {
 
 func TestExtraFiles(t *testing.T) {
 	ln, ctl := os.NewFile(100, "listener"), os.NewFile(101, "control")
-	files := ExtraFiles(ln, ctl, nil)
+	files := ExtraFiles(ln, ctl, nil, nil)
 	if files[ListenerFD-3] != ln || files[ControlFD-3] != ctl || len(files) != 2 {
 		t.Errorf("ExtraFiles = %v; want the listener at fd %d, the control pipe at fd %d", files, ListenerFD, ControlFD)
 	}
 	q := os.NewFile(102, "quic")
-	if files := ExtraFiles(ln, ctl, q); len(files) != 3 || files[QUICFD-3] != q {
+	if files := ExtraFiles(ln, ctl, q, nil); len(files) != 3 || files[QUICFD-3] != q {
 		t.Errorf("ExtraFiles with quic = %v; want the UDP socket at fd %d", files, QUICFD)
+	}
+	l := os.NewFile(103, "layer")
+	if files := ExtraFiles(ln, ctl, nil, l); len(files) != 4 || files[QUICFD-3] != nil || files[LayerFD-3] != l {
+		t.Errorf("ExtraFiles with the layer = %v; want the socketpair at fd %d", files, LayerFD)
 	}
 }

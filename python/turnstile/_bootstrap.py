@@ -115,6 +115,32 @@ def _inert_faulthandler_enable(*args, **kwargs):
     _turnstile.log(DEBUG, "turnstile: ignored faulthandler.enable(): the server owns SIGSEGV")
 
 
+class _EmbeddedFinder:
+    """Serves the Python that ships inside the binary as the ``turnstile``
+    package: ``turnstile.channels`` (python/turnstile/channels.py, the
+    source in ``_turnstile_layer.source``). Only those two names; a
+    ``turnstile`` on sys.path is shadowed for them."""
+
+    def find_spec(self, fullname, path=None, target=None):
+        if fullname not in ("turnstile", "turnstile.channels"):
+            return None
+        import importlib.machinery
+
+        return importlib.machinery.ModuleSpec(fullname, self, is_package=(fullname == "turnstile"))
+
+    def create_module(self, spec):
+        return None
+
+    def exec_module(self, module):
+        if module.__name__ == "turnstile":
+            module.__path__ = []
+            return
+        import _turnstile_layer
+
+        module.__file__ = "<turnstile>/turnstile/channels.py"
+        exec(compile(_turnstile_layer.source, module.__file__, "exec"), module.__dict__)
+
+
 def setup(app_dir, switch_interval, workers, log_config="", log_config_kind=""):
     """Prepare the interpreter; called once before the app is imported."""
     global _workers
@@ -217,6 +243,8 @@ def setup(app_dir, switch_interval, workers, log_config="", log_config_kind=""):
             _turnstile.log(WARNING, text.rstrip("\n"))
 
         warnings._showwarnmsg_impl = showwarnmsg_impl
+
+    sys.meta_path.insert(0, _EmbeddedFinder())
 
     import multiprocessing
 

@@ -21,6 +21,9 @@ MIDDLEWARE = [
 ROOT_URLCONF = "djust_site.urls"
 ASGI_APPLICATION = "djust_site.asgi.application"
 CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
+# turnstile's own layer (tests/chlayer_test.go, TestChannelLayer_DjustPush)
+if os.environ.get("DJUST_LAYER") == "turnstile":
+    CHANNEL_LAYERS = {"default": {"BACKEND": "turnstile.channels.ChannelLayer"}}
 SESSION_ENGINE = "django.contrib.sessions.backends.signed_cookies"
 DATABASES = {"default": {"ENGINE": "django.db.backends.sqlite3", "NAME": ":memory:"}}
 TEMPLATES = [{"BACKEND": "django.template.backends.django.DjangoTemplates", "DIRS": [], "APP_DIRS": True,

@@ -1,0 +1,136 @@
+package chlayer
+
+import (
+	"net"
+	"os"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+func socketpair(t *testing.T) (net.Conn, net.Conn) {
+	t.Helper()
+	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn := func(fd int) net.Conn {
+		f := os.NewFile(uintptr(fd), "pair")
+		c, err := net.FileConn(f)
+		f.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	return conn(fds[0]), conn(fds[1])
+}
+
+// Two workers, one hub: a group spans both, both senders' messages reach
+// every member in one order, a send to the other worker's channel crosses,
+// and a worker that goes away leaves the group.
+func TestRelayAcrossWorkers(t *testing.T) {
+	hub := NewHub()
+	var stores []*Store
+	var eps []uint64
+	var closers []net.Conn
+	for pid := 101; pid <= 102; pid++ {
+		m, w := socketpair(t)
+		go hub.Serve(pid, m, 1<<20)
+		s := New()
+		s.Open(Config{Prefix: "asgi", Capacity: 1000})
+		s.EnableRelay(w, pid)
+		ep, _, _ := s.NewEndpoint()
+		stores, eps, closers = append(stores, s), append(eps, ep), append(closers, w)
+	}
+	names := []string{"specific.a-p101!x", "specific.b-p102!y"}
+	for i, s := range stores {
+		_ = s.GroupAdd(0, "room", names[i])
+	}
+	time.Sleep(50 * time.Millisecond) // the joins reach the hub
+	for i := 0; i < 50; i++ {
+		_, _, _ = stores[i%2].GroupSend(0, "room", []byte{byte(i)})
+	}
+	other := "specific.b-p102!z"
+	if err := stores[0].Send(0, other, []byte("direct")); err != nil {
+		t.Fatal(err)
+	}
+	var orders [2][]byte
+	deadline := time.Now().Add(3 * time.Second)
+	for i, s := range stores {
+		for len(orders[i]) < 50 && time.Now().Before(deadline) {
+			d, ok, _ := s.Receive(0, eps[i], names[i])
+			if !ok {
+				s.Unwait(0, eps[i], names[i])
+				time.Sleep(5 * time.Millisecond)
+				continue
+			}
+			orders[i] = append(orders[i], d[0])
+		}
+	}
+	if string(orders[0]) != string(orders[1]) || len(orders[0]) != 50 {
+		t.Fatalf("orders differ or short:\n%v\n%v", orders[0], orders[1])
+	}
+	var direct []byte
+	for time.Now().Before(deadline) {
+		if d, ok, _ := stores[1].Receive(0, eps[1], other); ok {
+			direct = d
+			break
+		}
+		stores[1].Unwait(0, eps[1], other)
+		time.Sleep(5 * time.Millisecond)
+	}
+	if string(direct) != "direct" {
+		t.Fatalf("direct send across workers: %q", direct)
+	}
+	closers[1].Close() // worker 102 dies
+	time.Sleep(50 * time.Millisecond)
+	hub.mu.Lock()
+	n := len(hub.groups["asgi\x00room"])
+	hub.mu.Unlock()
+	if n != 1 {
+		t.Fatalf("room has %d workers after one died, want 1", n)
+	}
+}
+
+func TestChannelPID(t *testing.T) {
+	for name, want := range map[string]int{"specific.ab12-p42!x": 42, "chat": 0, "a-p!x": 0, "x.y!": 0, "a-p7!": 7} {
+		if got := ChannelPID(name); got != want {
+			t.Errorf("ChannelPID(%q) = %d, want %d", name, got, want)
+		}
+	}
+}
+
+// TestRelayCost logs what one group_send costs through the hub (worker →
+// master → worker on socketpairs, this machine): an indication, not a
+// bound.
+func TestRelayCost(t *testing.T) {
+	hub := NewHub()
+	var stores []*Store
+	for pid := 201; pid <= 202; pid++ {
+		m, w := socketpair(t)
+		go hub.Serve(pid, m, 1<<20)
+		s := New()
+		s.Open(Config{Prefix: "asgi", Capacity: 100000})
+		s.EnableRelay(w, pid)
+		stores = append(stores, s)
+		defer w.Close()
+	}
+	_ = stores[1].GroupAdd(0, "room", "specific.x-p202!a")
+	time.Sleep(20 * time.Millisecond)
+	const n = 20000
+	payload := make([]byte, 100)
+	start := time.Now()
+	for i := 0; i < n; i++ {
+		_, _, _ = stores[0].GroupSend(0, "room", payload)
+	}
+	for stores[1].Stats().Sent < n && time.Since(start) < 10*time.Second {
+		time.Sleep(time.Millisecond)
+	}
+	el := time.Since(start)
+	if got := stores[1].Stats().Sent; got < n {
+		t.Fatalf("%d of %d relayed", got, n)
+	}
+	t.Logf("relay: %d group_sends of 100 bytes worker → master → worker in %v: %.2f µs each (pipelined)", n, el, float64(el.Microseconds())/n)
+}
