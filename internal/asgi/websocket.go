@@ -80,6 +80,7 @@ import (
 	"time"
 	"unsafe"
 
+	"turnstile/internal/chlayer"
 	"turnstile/internal/http1"
 	"turnstile/internal/inflight"
 	"turnstile/internal/reqblock"
@@ -124,6 +125,7 @@ func (h *Handler) serveWebSocket(w *http1.ResponseWriter, r *http1.Request) {
 		if held {
 			uncount(s.counted)
 			s.counted = nil
+			chlayer.Host.DropSocket(uint64(s.c.index)<<32 | uint64(gen)) // a channel made before the denial
 			C.ts_asgi_release(s.c)
 		}
 	}()
@@ -269,6 +271,8 @@ type wsSession struct {
 
 	// owned by the writer goroutine
 	appDone, appErr bool
+
+	fan fanQueue // the channel layer's fan-out frames (fanout.go)
 }
 
 // ws returns the handler's websocket.Upgrader, made on first use from
@@ -285,6 +289,7 @@ func (h *Handler) ws() *websocket.Upgrader {
 // by the handler goroutine, which then returns.
 func (ws *wsSession) start(t *C.ts_asgi_take_result) {
 	wsRegister(ws)
+	fanRegister(ws)
 	ws.handle(t)
 	C.ts_asgi_written(ws.s.c, ws.gen)
 	C.ts_asgi_ws_trim(ws.s.c)
@@ -390,10 +395,12 @@ func (ws *wsSession) writeLoop() {
 		if ws.sess.Done() {
 			break
 		}
+		fan := ws.takeFan() // before the records: see fanout.go's order
 		t := s.take
 		C.ts_asgi_take(s.c, t)
 		ws.handle(t)
 		C.ts_asgi_written(s.c, ws.gen)
+		ws.writeFan(fan)
 		if code := int(ws.stopCode.Load()); code != 0 && !ws.sess.Draining() {
 			// Before handle sees the app's return: it must not close
 			// with 1000. The reader pushes the disconnect once it has
@@ -415,6 +422,7 @@ func (ws *wsSession) finish() {
 	ws.released = true
 	ws.mu.Unlock()
 	wsUnregister(ws)
+	fanUnregister(ws)
 	ws.s.conn.End()
 	uncount(ws.s.counted)
 	ws.s.counted = nil

@@ -154,6 +154,9 @@ type Stats struct {
 	Groups         int    `json:"groups"`
 	Endpts         int    `json:"endpoints"`     // loops with a receiving end
 	RelayDropped   uint64 `json:"relay_dropped"` // relayed frames for no layer of their prefix, or over the link's bound
+	FramesQueued   uint64 `json:"frames_queued"`  // group_send_frames: frames queued on a socket (frames.go)
+	FramesDropped  uint64 `json:"frames_dropped"` // group_send_frames: a socket's queue of fan-out frames was full
+	Sockets        int    `json:"sockets"`        // channels linked to a WebSocket session
 }
 
 // GroupSize names one group and its members, for /debug/layer.
@@ -177,6 +180,8 @@ type Store struct {
 	sweepStart sync.Once
 	relay      *link // to the master (relay.go); nil: this worker alone
 	pid        int   // this worker's, as its channel names carry it
+	socks      map[string]uint64   // channel → its WebSocket session's tag (frames.go)
+	sockNames  map[uint64][]string // tag → its channels, to drop
 }
 
 // Host is the worker's store.
@@ -631,6 +636,9 @@ func (s *Store) Stats() Stats {
 		st.Groups += len(sp.groups)
 	}
 	st.Endpts = len(s.eps)
+	st.Sockets = len(s.socks)
+	st.FramesQueued = frameStats.queued.Load()
+	st.FramesDropped = frameStats.dropped.Load()
 	if s.relay != nil {
 		st.RelayDropped += s.relay.dropped.Load()
 	}

@@ -9,9 +9,11 @@ package chlayer
 //
 // Worker → master: OpJoin / OpLeave (a group of prefix gained its first /
 // lost its last member on this worker), OpGroupSend (prefix, group, data),
-// OpSend (prefix, channel of another worker, data). Master → worker:
-// OpGroupSend (fan out to the local members), OpSend (queue on the local
-// channel). The Hub handles frames one at a time under its mutex and
+// OpSend (prefix, channel of another worker, data), OpGroupFrames (prefix,
+// group, kind byte + WebSocket message). Master → worker: OpGroupSend (fan
+// out to the local members), OpSend (queue on the local channel),
+// OpGroupFrames (write to the local members' sockets). The Hub handles
+// frames one at a time under its mutex and
 // appends each to its destinations' FIFO queues in that order, so every
 // worker sees two group_sends of a group in the same order, its own
 // included: a group_send with the relay on is never fanned out locally
@@ -36,6 +38,7 @@ const (
 	OpLeave
 	OpGroupSend
 	OpSend
+	OpGroupFrames // GroupSendFrames: data is frameData's (frames.go)
 )
 
 // LinkQueue and LinkBytes bound the frames waiting to be written on one
@@ -283,6 +286,15 @@ func (s *Store) applyRelayed(f Frame) {
 		s.st.RelayDropped++
 		return
 	}
+	if f.Op == OpGroupFrames {
+		if len(f.Data) == 0 {
+			return
+		}
+		tags := s.groupSockets(s.space(f.Prefix), c, f.Name)
+		// Under s.mu, as a local one: the master's order holds.
+		s.writeFrames(tags, f.Data[0] == 1, f.Data[1:])
+		return
+	}
 	sp := s.space(f.Prefix)
 	now := s.now()
 	wake := map[*endpoint]struct{}{}
@@ -400,7 +412,7 @@ func (h *Hub) handle(pid int, f Frame) {
 			}
 		}
 		delete(h.byPID[pid], key)
-	case OpGroupSend:
+	case OpGroupSend, OpGroupFrames:
 		for p := range h.groups[key] {
 			if l := h.links[p]; l != nil {
 				l.send(f)

@@ -106,6 +106,18 @@ func go_ts_layer_group(h, op C.int, group *C.char, glen C.int, name *C.char, nle
 	return C.int(layerCode(chlayer.Host.GroupDiscard(int(h), g, c)))
 }
 
+//export go_ts_layer_group_send_frames
+func go_ts_layer_group_send_frames(h C.int, name *C.char, nlen C.int, text C.int, data *C.char, dlen C.longlong, sockets *C.int) C.int {
+	n, err := chlayer.Host.GroupSendFrames(int(h), C.GoStringN(name, nlen), text != 0, C.GoBytes(unsafe.Pointer(data), C.int(dlen)))
+	*sockets = C.int(n)
+	return C.int(layerCode(err))
+}
+
+//export go_ts_layer_bind_socket
+func go_ts_layer_bind_socket(name *C.char, nlen C.int, tag C.ulonglong) {
+	chlayer.Host.BindSocket(C.GoStringN(name, nlen), uint64(tag))
+}
+
 //export go_ts_layer_flush
 func go_ts_layer_flush(h C.int) C.int {
 	return C.int(layerCode(chlayer.Host.Flush(int(h))))

@@ -113,6 +113,40 @@ l_group_send(PyObject *self, PyObject *args)
     return Py_BuildValue("(iii)", rc, members, full);
 }
 
+/* group_send_frames(handle, group: str, text: bool, data: bytes) ->
+ * (code, sockets): data written by Go to the WebSocket of every member
+ * linked to one (bind_socket); sockets counts this worker's. */
+static PyObject *
+l_group_send_frames(PyObject *self, PyObject *args)
+{
+    int h, text, rc, sockets = 0;
+    PyObject *name, *data;
+    const char *np;
+    Py_ssize_t nn;
+    if (!PyArg_ParseTuple(args, "iUpS", &h, &name, &text, &data) || utf8_arg(name, &np, &nn) < 0) {
+        return NULL;
+    }
+    GO_CALL(rc = go_ts_layer_group_send_frames(h, (char *)np, (int)nn, text, PyBytes_AS_STRING(data),
+                                               (long long)PyBytes_GET_SIZE(data), &sockets));
+    return Py_BuildValue("(ii)", rc, sockets);
+}
+
+/* bind_socket(channel: str, tag: int): channel belongs to the WebSocket
+ * session tag (slot << 32 | generation) until it ends. */
+static PyObject *
+l_bind_socket(PyObject *self, PyObject *args)
+{
+    unsigned long long tag;
+    PyObject *name;
+    const char *np;
+    Py_ssize_t nn;
+    if (!PyArg_ParseTuple(args, "UK", &name, &tag) || utf8_arg(name, &np, &nn) < 0) {
+        return NULL;
+    }
+    GO_CALL(go_ts_layer_bind_socket((char *)np, (int)nn, tag));
+    Py_RETURN_NONE;
+}
+
 /* receive(handle, endpoint, channel) -> bytes, or an int code (5: a
  * waiter is registered) */
 static PyObject *
@@ -251,6 +285,9 @@ static PyMethodDef layer_methods[] = {
     {"open", l_open, METH_O, "open(config_json) -> handle"},
     {"send", l_send, METH_VARARGS, "send(handle, channel, data) -> code"},
     {"group_send", l_group_send, METH_VARARGS, "group_send(handle, group, data) -> (code, members, full)"},
+    {"group_send_frames", l_group_send_frames, METH_VARARGS,
+     "group_send_frames(handle, group, text, data) -> (code, sockets)"},
+    {"bind_socket", l_bind_socket, METH_VARARGS, "bind_socket(channel, tag)"},
     {"receive", l_receive, METH_VARARGS, "receive(handle, endpoint, channel) -> bytes or code"},
     {"unwait", l_unwait, METH_VARARGS, "unwait(handle, endpoint, channel)"},
     {"group", l_group, METH_VARARGS, "group(handle, op, group, channel) -> code"},

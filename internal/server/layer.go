@@ -68,6 +68,12 @@ func layerCollectors() []prometheus.Collector {
 			func(s chlayer.Stats) float64 { return float64(s.Channels) }),
 		gauge("turnstile_layer_groups", "Channel layer groups with at least one member.",
 			func(s chlayer.Stats) float64 { return float64(s.Groups) }),
+		counter("turnstile_layer_frames_queued_total", "WebSocket frames the layer's fan-out (group_send_frames) queued on this worker's sockets, one per socket.",
+			func(s chlayer.Stats) uint64 { return s.FramesQueued }),
+		counter("turnstile_layer_frames_dropped_total", "Fan-out frames dropped for a socket whose queue of unwritten fan-out frames was full (1024 frames or 4 MiB).",
+			func(s chlayer.Stats) uint64 { return s.FramesDropped }),
+		gauge("turnstile_layer_sockets", "Channels linked to a WebSocket session of this worker (made by new_channel in the session's task): the fan-out's reach.",
+			func(s chlayer.Stats) float64 { return float64(s.Sockets) }),
 	}
 }
 

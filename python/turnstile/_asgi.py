@@ -472,6 +472,7 @@ def _ws_state_text(state):
 
 
 async def _run_ws(app, cycle):
+    _ws_tag.set(cycle.chan.tag)  # the task's own context: nothing to reset
     bound = _bind(SESSION_POOL, cycle.chan.tag, app) if "asgiref.sync" in _modules else None
     if bound == -1:
         bound = None
@@ -597,6 +598,9 @@ class Lifespan:
 HTTP_POOL, SESSION_POOL = 0, 1
 _modules = sys.modules
 _conn_tag = contextvars.ContextVar("turnstile_conn_tag", default=0)  # the Channel's tag: slot << 32 | gen
+# A WebSocket session's tag, set for its whole task: turnstile.channels'
+# new_channel links the channel it makes there to the socket (fan-out).
+_ws_tag = contextvars.ContextVar("turnstile_ws_tag", default=0)
 _tl = threading.local()  # per loop thread: the loop and its bridge (run)
 
 

@@ -43,6 +43,7 @@ import collections
 import json
 import logging
 import os
+import sys
 import uuid
 import weakref
 
@@ -223,8 +224,14 @@ class ChannelLayer(BaseChannelLayer):
         return _unpack(data)
 
     async def new_channel(self, prefix="specific"):
-        """A new process-specific channel name: prefix.client!unique."""
-        return "%s.%s!%s" % (prefix, self.client_prefix, uuid.uuid4().hex)
+        """A new process-specific channel name: prefix.client!unique.
+        Made inside a WebSocket session's task (a consumer's channel), it
+        is linked to that socket for group_send_frames."""
+        name = "%s.%s!%s" % (prefix, self.client_prefix, uuid.uuid4().hex)
+        tag = _ws_tag()
+        if tag:
+            _L.bind_socket(name, tag)
+        return name
 
     async def flush(self):
         """Drop every message and group of this layer's prefix."""
@@ -263,3 +270,58 @@ class ChannelLayer(BaseChannelLayer):
             logger.info("%s of %s channels over capacity in group %s", full, members + full, group)
         if rc:
             self._raise(rc, group, len(data))
+
+    # Fan-out to sockets (turnstile's own; README "Fan-out without Python")
+
+    async def group_send_frames(self, group, *, text=None, bytes=None):
+        """Write one WebSocket message (text: a str, or bytes: binary) to
+        the socket of every member of group whose channel belongs to a
+        WebSocket session (a consumer's channel_name), on every worker.
+        Go writes it; no member's consumer runs. See send_frames."""
+        self.send_frames(group, text=text, bytes=bytes)
+
+    def send_frames(self, group, *, text=None, bytes=None):
+        """group_send_frames for sync code (a sync consumer, a view, a
+        thread): the same call, no event loop needed, no async_to_sync.
+
+        Raises TypeError for a bad group name, for neither or both of
+        text and bytes, for text not a str or bytes not bytes-like;
+        ValueError for a message over the layer's size limit
+        (--channel-layer-max-message) or text that is not encodable as
+        UTF-8. Members without a socket (a channel not made in a
+        WebSocket session), or whose session has ended or is not accepted
+        yet, are skipped; a session with 1024 fan-out frames (or 4 MiB)
+        not yet written drops the frame (counted in /metrics)."""
+        self.require_valid_group_name(group)
+        if (text is None) == (bytes is None):
+            raise TypeError("send_frames takes exactly one of text= and bytes=")
+        if text is not None:
+            if not isinstance(text, str):
+                raise TypeError("text must be a str, not %s" % type(text).__name__)
+            try:
+                data = text.encode("utf-8")
+            except UnicodeEncodeError as exc:
+                raise ValueError("text is not encodable as UTF-8: %s" % exc) from None
+        else:
+            if isinstance(bytes, str) or not isinstance(bytes, (type(b""), bytearray, memoryview)):
+                raise TypeError("bytes must be bytes-like, not %s" % type(bytes).__name__)
+            data = b"".__class__(bytes)
+        rc, _sockets = _L.group_send_frames(self._h, group, text is not None, data)
+        if rc:
+            self._raise(rc, group, len(data))
+
+
+_asgi_module = None
+
+
+def _ws_tag():
+    """The current WebSocket session's tag (_asgi.py's _ws_tag), 0 outside
+    one."""
+    global _asgi_module
+    m = _asgi_module
+    if m is None:
+        m = sys.modules.get("_turnstile_asgi_py")
+        if m is None:
+            return 0
+        _asgi_module = m
+    return m._ws_tag.get()
