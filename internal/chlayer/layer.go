@@ -152,8 +152,8 @@ type Stats struct {
 	DepthHighWater int    `json:"queue_depth_high_water"` // the longest channel queue seen
 	Channels       int    `json:"channels"`
 	Groups         int    `json:"groups"`
-	Endpts         int    `json:"endpoints"`     // loops with a receiving end
-	RelayDropped   uint64 `json:"relay_dropped"` // relayed frames for no layer of their prefix, or over the link's bound
+	Endpts         int    `json:"endpoints"`      // loops with a receiving end
+	RelayDropped   uint64 `json:"relay_dropped"`  // relayed frames for no layer of their prefix, or over the link's bound
 	FramesQueued   uint64 `json:"frames_queued"`  // group_send_frames: frames queued on a socket (frames.go)
 	FramesDropped  uint64 `json:"frames_dropped"` // group_send_frames: a socket's queue of fan-out frames was full
 	Sockets        int    `json:"sockets"`        // channels linked to a WebSocket session
@@ -178,8 +178,8 @@ type Store struct {
 	st         Stats
 	now        func() int64
 	sweepStart sync.Once
-	relay      *link // to the master (relay.go); nil: this worker alone
-	pid        int   // this worker's, as its channel names carry it
+	relay      *link               // to the master (relay.go); nil: this worker alone
+	pid        int                 // this worker's, as its channel names carry it
 	socks      map[string]uint64   // channel → its WebSocket session's tag (frames.go)
 	sockNames  map[uint64][]string // tag → its channels, to drop
 }
