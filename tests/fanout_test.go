@@ -2,8 +2,12 @@ package tests
 
 import (
 	"fmt"
+	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -247,4 +251,114 @@ func TestChannelLayer_FanOutAcrossWorkers(t *testing.T) {
 		}
 	}
 	wsNoTracebacks(t, s)
+}
+
+// TestChannelLayer_FanOutCost (FANOUT_COST=1; a measurement, not a check):
+// the server's CPU per delivered frame, its Go threads apart from the
+// threads that run Python, for ticks
+// sent by group_send_frames against the Channels way (group_send, each
+// member's handler sends). One measurement on a shared machine: an
+// indication. FANOUT_CLIENTS (32) members, one tick every
+// 50 ms (20 frames per member per second) for FANOUT_SECONDS (8).
+func TestChannelLayer_FanOutCost(t *testing.T) {
+	if os.Getenv("FANOUT_COST") == "" {
+		t.Skip("a measurement: FANOUT_COST=1")
+	}
+	clients, seconds := 32, 8
+	if n, err := strconv.Atoi(os.Getenv("FANOUT_CLIENTS")); err == nil {
+		clients = n
+	}
+	if n, err := strconv.Atoi(os.Getenv("FANOUT_SECONDS")); err == nil {
+		seconds = n
+	}
+	for _, way := range []string{"tick", "gtick"} {
+		s := Start(t, "--app-dir", filepath.Join(AppDir(), "chlayer"), "fanout_site:application")
+		var conns []*websocket.Conn
+		var got atomic.Int64
+		var wg sync.WaitGroup
+		for i := 0; i < clients; i++ {
+			c := fanDial(t, s, "/ws/tick/cost/", i%2 == 1)
+			conns = append(conns, c)
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for {
+					c.SetReadDeadline(time.Now().Add(2 * time.Second))
+					if _, _, err := c.ReadMessage(); err != nil {
+						return
+					}
+					got.Add(1)
+				}
+			}()
+		}
+		time.Sleep(300 * time.Millisecond)
+		before := serverCPU(t, s.PID)
+		start := time.Now()
+		tick := time.NewTicker(50 * time.Millisecond)
+		for time.Since(start) < time.Duration(seconds)*time.Second {
+			<-tick.C
+			if err := conns[0].WriteMessage(websocket.TextMessage, []byte(way+" 1")); err != nil {
+				t.Fatal(err)
+			}
+		}
+		tick.Stop()
+		time.Sleep(500 * time.Millisecond)
+		after := serverCPU(t, s.PID)
+		frames := got.Load()
+		wall := time.Since(start).Seconds()
+		goCPU, pyCPU := after[0]-before[0], after[1]-before[1]
+		t.Logf("%s: %d clients, %d frames delivered in %.1f s: Go threads %.3f s CPU (%.1f µs/frame, %.3f core), Python threads %.3f s (%.1f µs/frame, %.3f core)",
+			way, clients, frames, wall, goCPU, goCPU/float64(frames)*1e6, goCPU/wall, pyCPU, pyCPU/float64(frames)*1e6, pyCPU/wall)
+		for _, c := range conns {
+			c.Close()
+		}
+		wg.Wait()
+		s.Stop()
+	}
+}
+
+// serverCPU returns the CPU seconds (user + system) of the server's
+// process tree: [0] its Go threads, [1] the threads that run Python (named
+// ts-*: the loops, the pools, the interpreter's main thread), Go called
+// from Python included.
+func serverCPU(t *testing.T, pid int) [2]float64 {
+	t.Helper()
+	pids := []int{pid}
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		p, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", p))
+		if err != nil {
+			continue
+		}
+		f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+2:]))
+		if ppid, _ := strconv.Atoi(f[1]); ppid == pid {
+			pids = append(pids, p)
+		}
+	}
+	var out [2]float64
+	for _, p := range pids {
+		tasks, _ := os.ReadDir(fmt.Sprintf("/proc/%d/task", p))
+		for _, task := range tasks {
+			b, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%s/stat", p, task.Name()))
+			if err != nil {
+				continue
+			}
+			str := string(b)
+			comm := str[strings.IndexByte(str, '(')+1 : strings.LastIndexByte(str, ')')]
+			f := strings.Fields(str[strings.LastIndexByte(str, ')')+2:])
+			ut, _ := strconv.ParseFloat(f[11], 64)
+			st, _ := strconv.ParseFloat(f[12], 64)
+			sec := (ut + st) / 100 // USER_HZ
+			if strings.HasPrefix(comm, "ts-") {
+				out[1] += sec
+			} else {
+				out[0] += sec
+			}
+		}
+	}
+	return out
 }

@@ -8,6 +8,8 @@ tests/fanout_test.go.
                  padded with 200 "x", to give deflate something to do)
   "bin N"        N fan-out binary frames b"b0".."b<N-1>"
   "mixed N"      for i < N: its own send "own<i>", then a fan-out "fan<i>"
+  "gtick N"      N ticks the Channels way: group_send {"type":
+                 "room.tick"}, each member's room_tick sends tick_text(i)
   "chat T"       the Channels way: group_send {"type": "room.message"},
                  each member's room_message handler sends {"chat": T}
   "count"        replies {"handled": the handler calls of this process}
@@ -87,6 +89,9 @@ class TickRoom(AsyncWebsocketConsumer):
             for i in range(int(arg)):
                 await self.send(text_data="own%d" % i)
                 await layer.group_send_frames(self.room, text="fan%d" % i)
+        elif cmd == "gtick":
+            for i in range(int(arg)):
+                await layer.group_send(self.room, {"type": "room.tick", "text": tick_text(i)})
         elif cmd == "chat":
             await layer.group_send(self.room, {"type": "room.message", "text": arg})
         elif cmd == "count":
@@ -120,6 +125,9 @@ class TickRoom(AsyncWebsocketConsumer):
             except Exception as exc:
                 out.append([name, type(exc).__name__])
         return out
+
+    async def room_tick(self, event):
+        await self.send(text_data=event["text"])
 
     async def room_message(self, event):
         global handled
