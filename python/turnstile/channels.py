@@ -32,6 +32,11 @@ channel's capacity, ``LayerMemoryFull`` (a ``ChannelFull``) at the
 worker's limit of queued bytes, ``ValueError`` for a message over the size
 limit; nothing is stored then.
 
+turnstile's own addition: ``group_send_frames(group, text=|bytes=)`` (and
+``send_frames``, its sync form) writes one WebSocket message to the socket
+of every member whose channel is a WebSocket session's, from Go, running
+no member's consumer (README, "Fan-out without Python").
+
 This module exists only inside turnstile (the binary serves it). Under
 plain Python (a management command, a test run) use
 ``channels.layers.InMemoryChannelLayer`` for one process, or
@@ -303,14 +308,16 @@ class ChannelLayer(BaseChannelLayer):
             except UnicodeEncodeError as exc:
                 raise ValueError("text is not encodable as UTF-8: %s" % exc) from None
         else:
-            if isinstance(bytes, str) or not isinstance(bytes, (type(b""), bytearray, memoryview)):
+            if not isinstance(bytes, _BYTES_LIKE):
                 raise TypeError("bytes must be bytes-like, not %s" % type(bytes).__name__)
-            data = b"".__class__(bytes)
+            data = _bytes(bytes)
         rc, _sockets = _L.group_send_frames(self._h, group, text is not None, data)
         if rc:
             self._raise(rc, group, len(data))
 
 
+_bytes = bytes  # send_frames' keyword argument is named bytes, as websocket.send's key
+_BYTES_LIKE = (bytes, bytearray, memoryview)
 _asgi_module = None
 
 
