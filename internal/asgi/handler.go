@@ -14,6 +14,7 @@ import (
 	"os"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 	"unsafe"
 
@@ -69,6 +70,9 @@ type slot struct {
 	// bodyEOF: the loop has the whole request body; a want_body then asks
 	// to watch for the client leaving.
 	bodyEOF bool
+	// ws is the accepted WebSocket the slot serves, while its writer
+	// runs: the ready list's dispatcher may write for it (tryTurn).
+	ws atomic.Pointer[wsSession]
 }
 
 // slots is the registry of request slots, shared by every loop: a slot
