@@ -80,8 +80,10 @@ type Session struct {
 	// gorilla (the writer's messages, every control frame but those
 	// gorilla writes itself for a frame it refuses), or across a batch
 	// of try writes (TryBegin), so that a try batch never waits for
-	// gorilla's own lock.
-	wl     sync.Mutex
+	// gorilla's own lock. A channel of one, as gorilla's lock, so that a
+	// control frame waits for it at most until its deadline (lockUntil),
+	// as it waited for gorilla's.
+	wl     chan struct{}
 	trying bool // guarded by wl: a try batch is under way (TryBegin)
 
 	writeFailed bool // owned by the writer goroutine
@@ -89,22 +91,28 @@ type Session struct {
 
 func newSession(conn *gorilla.Conn, w *wire, deflate bool, u *Upgrader) *Session {
 	s := &Session{conn: conn, raw: w.Conn, wire: w, cfg: &u.cfg, log: u.log, deflate: deflate,
-		resume: make(chan struct{}, 1), quit: make(chan struct{})}
+		resume: make(chan struct{}, 1), quit: make(chan struct{}), wl: make(chan struct{}, 1)}
 	conn.SetReadLimit(u.cfg.MaxSizeBytes)
 	conn.SetPongHandler(func(string) error {
 		s.lastPong.Store(time.Now().UnixNano())
 		return nil
 	})
 	// gorilla's answers to the client's pings and close frame, under wl.
+	// gorilla gives them a second (its writeWait) and then drops them
+	// without an error: so here for the wait for wl.
 	ping, closed := conn.PingHandler(), conn.CloseHandler()
 	conn.SetPingHandler(func(data string) error {
-		s.wl.Lock()
-		defer s.wl.Unlock()
+		if !s.lockUntil(time.Now().Add(time.Second)) {
+			return nil
+		}
+		defer s.unlock()
 		return ping(data)
 	})
 	conn.SetCloseHandler(func(code int, text string) error {
-		s.wl.Lock()
-		defer s.wl.Unlock()
+		if !s.lockUntil(time.Now().Add(time.Second)) {
+			return nil
+		}
+		defer s.unlock()
 		return closed(code, text)
 	})
 	return s
@@ -178,11 +186,16 @@ func (s *Session) BeginWrites() {
 // goroutine, outside wl, for at most a second; a try batch that begins
 // in the microseconds before that write sets its deadline waits for it.
 func (s *Session) TryBegin() bool {
-	if s.writeFailed || !s.wl.TryLock() {
+	if s.writeFailed {
+		return false
+	}
+	select {
+	case s.wl <- struct{}{}:
+	default:
 		return false
 	}
 	if !s.wire.canTry() {
-		s.wl.Unlock()
+		s.unlock()
 		return false
 	}
 	s.trying = true
@@ -194,7 +207,7 @@ func (s *Session) TryBegin() bool {
 func (s *Session) TryEnd() {
 	s.conn.SetWriteDeadline(time.Now().Add(s.cfg.WriteTimeout))
 	s.trying = false
-	s.wl.Unlock()
+	s.unlock()
 }
 
 // Pending reports whether try writes left bytes for FlushPending.
@@ -228,8 +241,8 @@ func (s *Session) Send(text bool, data []byte) {
 		typ = gorilla.TextMessage
 	}
 	if !s.trying {
-		s.wl.Lock()
-		defer s.wl.Unlock()
+		s.wl <- struct{}{}
+		defer s.unlock()
 	}
 	if err := s.conn.WriteMessage(typ, data); err != nil {
 		s.writeFailed = true
@@ -291,13 +304,39 @@ func (s *Session) StopClose(code int) bool {
 	return true
 }
 
-// control writes a control frame under wl. Any goroutine but a try
-// batch's.
+// control writes a control frame under wl, waiting for it no later than
+// deadline (then errWriteLock). Any goroutine but a try batch's.
 func (s *Session) control(typ int, data []byte, deadline time.Time) error {
-	s.wl.Lock()
-	defer s.wl.Unlock()
+	if !s.lockUntil(deadline) {
+		return errWriteLock
+	}
+	defer s.unlock()
 	return s.conn.WriteControl(typ, data, deadline)
 }
+
+// errWriteLock: a control frame's deadline passed while another writer
+// held the session's write lock (the frame is not written).
+var errWriteLock = errors.New("websocket: write timeout waiting for the write lock")
+
+// lockUntil takes wl, waiting no later than deadline; it reports whether
+// it did.
+func (s *Session) lockUntil(deadline time.Time) bool {
+	select {
+	case s.wl <- struct{}{}:
+		return true
+	default:
+	}
+	t := time.NewTimer(time.Until(deadline))
+	defer t.Stop()
+	select {
+	case s.wl <- struct{}{}:
+		return true
+	case <-t.C:
+		return false
+	}
+}
+
+func (s *Session) unlock() { <-s.wl }
 
 // Draining reports whether StopClose sent our close frame.
 func (s *Session) Draining() bool { return s.draining.Load() }
