@@ -832,3 +832,24 @@ func TestSession_TryWrites(t *testing.T) {
 		t.Error("Dropping = false after a failed flush")
 	}
 }
+
+// TestSession_ControlDeadline: a control frame waits for a writer blocked
+// on a client that does not read no longer than its own deadline.
+func TestSession_ControlDeadline(t *testing.T) {
+	ts := startServer(t, Config{WriteTimeout: 3 * time.Second})
+	ts.setup = func(a *testApp) { a.echo = false }
+	dialWS(t, ts.addr, "")
+	a := ts.app(t)
+	big := bytes.Repeat([]byte("x"), 60000)
+	a.write(func() {
+		for range 400 { // 24 MB: more than the socket buffers take
+			a.sess.Send(false, big)
+		}
+	})
+	time.Sleep(300 * time.Millisecond) // the writer blocks on the full socket
+	start := time.Now()
+	err := a.sess.control(0x9, nil, time.Now().Add(200*time.Millisecond))
+	if d := time.Since(start); err == nil || d > time.Second {
+		t.Errorf("ping behind a blocked writer: %v after %v; want an error within its 200 ms deadline", err, d)
+	}
+}

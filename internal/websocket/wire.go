@@ -97,10 +97,11 @@ type wire struct {
 
 func newWire(c net.Conn, ext string) *wire {
 	w := &wire{Conn: c, deflate: ext != "", ext: ext, need: 2}
-	if sc, ok := c.(syscall.Conn); ok {
-		if rc, err := sc.SyscallConn(); err == nil {
-			w.rc = rc
-		}
+	switch t := c.(type) { // concrete sockets only: a wrapper may add to Write
+	case *net.TCPConn:
+		w.rc, _ = t.SyscallConn()
+	case *net.UnixConn:
+		w.rc, _ = t.SyscallConn()
 	}
 	return w
 }
