@@ -11,6 +11,12 @@
 //	       and the server pushes it to every member of its room. Reports
 //	       delivered messages/s and the send → receive latency
 //	       distribution over every delivery.
+//	ticks  -conns N clients at /ticks; the server sends each of them a
+//	       -size byte text message every -interval (50ms) from a task of
+//	       its connection; clients only read. Reports delivered
+//	       messages/s and the server's send → receive latency.
+//	bcast  as ticks at /bcast: one task of the server sends the message
+//	       to every client in turn every -interval.
 //	idle   connect -conns N clients and measure only memory.
 //
 // With -pid, the server's resident memory (VmRSS of the process and its
@@ -68,6 +74,14 @@ func main() {
 	asJSON := flag.Bool("json", false, "print JSON instead of a benchstat line")
 	name := flag.String("name", "server", "label in the benchstat line")
 	flag.Parse()
+	push := *shape == "ticks" || *shape == "bcast"
+	if push {
+		set := false
+		flag.Visit(func(f *flag.Flag) { set = set || f.Name == "interval" })
+		if !set {
+			*interval = 50 * time.Millisecond
+		}
+	}
 
 	d := websocket.Dialer{HandshakeTimeout: 10 * time.Second, EnableCompression: *compress,
 		ReadBufferSize: 4096, WriteBufferSize: 4096}
@@ -85,6 +99,9 @@ func main() {
 		path := "/echo"
 		if *shape == "rooms" {
 			path = "/room/" + strconv.Itoa(i / *room)
+		}
+		if push {
+			path = fmt.Sprintf("/%s?ms=%d&size=%d", *shape, interval.Milliseconds(), *size)
 		}
 		wg.Add(1)
 		sem <- struct{}{}
@@ -116,6 +133,8 @@ func main() {
 		lat, res.Messages, res.Errors = echo(cs, *size, *warmup, *duration)
 	case "rooms":
 		lat, res.Messages, res.Errors = rooms(cs, *size, *interval, *warmup, *duration)
+	case "ticks", "bcast":
+		lat, res.Messages = receiveOnly(cs, *warmup, *duration)
 	case "idle":
 	default:
 		fmt.Fprintln(os.Stderr, "ws-load: unknown -shape", *shape)
@@ -253,6 +272,49 @@ func rooms(cs []*websocket.Conn, size int, interval, warmup, duration time.Durat
 	}
 	wg.Wait()
 	return all, n.Load(), errs.Load()
+}
+
+// receiveOnly reads what the server pushes ("<unix ns> <padding>") and
+// measures every delivery's latency from the server's send.
+func receiveOnly(cs []*websocket.Conn, warmup, duration time.Duration) ([]time.Duration, int64) {
+	start := time.Now().Add(warmup)
+	end := start.Add(duration)
+	var mu sync.Mutex
+	var all []time.Duration
+	var n atomic.Int64
+	var wg sync.WaitGroup
+	for _, c := range cs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var mine []time.Duration
+			c.SetReadDeadline(end)
+			for {
+				_, m, err := c.ReadMessage()
+				if err != nil {
+					break // the deadline ends it
+				}
+				now := time.Now()
+				sp := strings.IndexByte(string(m), ' ')
+				if sp < 0 {
+					continue
+				}
+				ns, err := strconv.ParseInt(string(m[:sp]), 10, 64)
+				if err != nil {
+					continue
+				}
+				if sent := time.Unix(0, ns); sent.After(start) && sent.Before(end) {
+					mine = append(mine, now.Sub(sent))
+				}
+			}
+			n.Add(int64(len(mine)))
+			mu.Lock()
+			all = append(all, mine...)
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	return all, n.Load()
 }
 
 // treeRSS sums VmRSS (KiB) over pid and its descendants.

@@ -152,6 +152,9 @@ type slot struct {
 	// counted is the loop a WebSocket session is counted on (Handler.counted)
 	// until it finishes; nil with one loop.
 	counted *Loop
+	// ws is the accepted WebSocket the slot serves, while its writer
+	// runs: the ready list's dispatcher may write for it (tryTurn).
+	ws atomic.Pointer[wsSession]
 }
 
 // slots is the registry of request slots, shared by every loop: a slot

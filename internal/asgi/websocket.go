@@ -29,6 +29,9 @@ package asgi
 //     receive(); the writer (writeLoop) waits for the slot's wake-up
 //     (ready.go) and writes the app's records (websocket.send,
 //     websocket.close) through the Session. A timer pings the client.
+//     While the writer is idle, the loop's ready-list dispatcher writes
+//     the app's messages itself when the socket takes them at once
+//     (tryTurn, "Writes without a hand-off" below).
 //  4. The end: whoever ends the connection — the client's close frame, a
 //     reset, a limit (1009, 1007, 1002), a ping timeout (1011), the app's
 //     close or return, server stop (1012) — the app gets exactly one
@@ -265,12 +268,19 @@ type wsSession struct {
 
 	stopCode atomic.Int32 // a close requested from outside the writer (server stop)
 
+	// wmu is the writer's lock: held by whoever takes and writes the
+	// slot's records, the writer goroutine or the dispatcher (tryTurn).
+	// It guards s.take, taken, flush, appDone and appErr and the
+	// Session's writes.
+	wmu   sync.Mutex
+	taken bool // s.take holds a take the dispatcher left to the writer goroutine
+	flush bool // a dispatcher's turn left bytes to write; then ts_asgi_written
+
 	mu       sync.Mutex
 	gone     bool // guarded by mu: websocket.disconnect was pushed
 	released bool // guarded by mu: the writer released the slot
 
-	// owned by the writer goroutine
-	appDone, appErr bool
+	appDone, appErr bool // guarded by wmu
 
 	fan fanQueue // the channel layer's fan-out frames (fanout.go)
 }
@@ -294,6 +304,7 @@ func (ws *wsSession) start(t *C.ts_asgi_take_result) {
 	C.ts_asgi_written(ws.s.c, ws.gen)
 	C.ts_asgi_ws_trim(ws.s.c)
 	ws.sess.Start(ws)
+	ws.s.ws.Store(ws)
 	go ws.writeLoop()
 }
 
@@ -307,7 +318,7 @@ func (ws *wsSession) handle(t *C.ts_asgi_take_result) {
 		ws.sess.Resume()
 	}
 	if t.out_len > 0 {
-		ws.writeRecords(unsafe.Slice((*byte)(unsafe.Pointer(t.out)), int(t.out_len)))
+		ws.writeRecords(unsafe.Slice((*byte)(unsafe.Pointer(t.out)), int(t.out_len)), false)
 	}
 	if t.app_done != 0 && !ws.appDone {
 		ws.appDone = true
@@ -322,9 +333,12 @@ func (ws *wsSession) handle(t *C.ts_asgi_take_result) {
 	}
 }
 
-// writeRecords writes the app's records (asgi.h, TS_WS_*) in order.
-func (ws *wsSession) writeRecords(out []byte) {
-	ws.sess.BeginWrites()
+// writeRecords writes the app's records (asgi.h, TS_WS_*) in order; try:
+// in the dispatcher's try batch (tryTurn), which holds only messages.
+func (ws *wsSession) writeRecords(out []byte, try bool) {
+	if !try {
+		ws.sess.BeginWrites()
+	}
 	for len(out) >= C.TS_WS_RECORD_HDR {
 		kind := out[0]
 		n := int(binary.NativeEndian.Uint32(out[1:5]))
@@ -387,16 +401,39 @@ func (ws *wsSession) wake() {
 }
 
 // writeLoop is the writer goroutine: it waits for the slot's wake-up and
-// writes what the app sent, until the reader has finished.
+// writes what the app sent, until the reader has finished. What a
+// dispatcher's turn left (tryTurn) goes first: the bytes the socket did
+// not take, or a take it did not write.
 func (ws *wsSession) writeLoop() {
 	s := ws.s
 	for {
 		<-s.ready
+		ws.wmu.Lock()
 		if ws.sess.Done() {
+			s.ws.Store(nil)
+			if ws.taken && s.take.error != nil {
+				C.free(unsafe.Pointer(s.take.error))
+			}
+			ws.wmu.Unlock()
 			break
 		}
-		fan := ws.takeFan() // before the records: see fanout.go's order
+		// The fan-out frames before the records, written after them: see
+		// fanout.go's order (the dispatcher writes records only under
+		// wmu, so what it took is out, or pending and flushed here first).
+		fan := ws.takeFan()
 		t := s.take
+		if ws.flush {
+			ws.flush = false
+			ws.sess.FlushPending()
+			C.ts_asgi_written(s.c, ws.gen)
+		}
+		if ws.taken {
+			ws.taken = false
+			ws.handle(t)
+			C.ts_asgi_written(s.c, ws.gen)
+		}
+		// Always a take of our own: a wake-up for what came after the
+		// dispatcher's take may have coalesced with the one for it.
 		C.ts_asgi_take(s.c, t)
 		ws.handle(t)
 		C.ts_asgi_written(s.c, ws.gen)
@@ -410,6 +447,7 @@ func (ws *wsSession) writeLoop() {
 				ws.Disconnect(code, "")
 			}
 		}
+		ws.wmu.Unlock()
 	}
 	ws.finish()
 }
@@ -427,6 +465,80 @@ func (ws *wsSession) finish() {
 	uncount(ws.s.counted)
 	ws.s.counted = nil
 	C.ts_asgi_release(ws.s.c)
+}
+
+// ---- writes without a hand-off --------------------------------------------
+//
+// A frame the app sends used to cost two goroutine wake-ups in Go: the
+// ready list's dispatcher, woken by the loop's eventfd, woke the
+// session's writer goroutine, which took and wrote the records. On a
+// push workload (small frames at a low rate per connection: game ticks,
+// chat lines) each frame is a burst of its own, and those wake-ups, not
+// the bytes, were most of Go's CPU per frame (docs/design.md, "Go's share
+// per pushed frame"). tryTurn lets the dispatcher write instead, on the
+// condition that nothing it does can wait: the writer goroutine is idle
+// (wmu), no other goroutine writes to the connection and no bytes of an
+// earlier batch wait (websocket.Session.TryBegin), the take holds only
+// messages (text, bytes), at most tryMax bytes of them, and no error, end
+// of the app or server stop. Each frame is then one non-blocking write(2);
+// what the socket does not take at once stays in order in the session
+// (at most tryMax bytes and their frame headers) and the writer goroutine
+// writes it, blocking, with the write timeout as always, before anything
+// else. Anything else goes to the writer goroutine as before (a take the
+// dispatcher made, it hands over in s.take: taken).
+
+// tryMax is the most bytes of records a dispatcher's turn writes; a
+// larger take goes to the writer goroutine.
+const tryMax = 64 << 10
+
+// tryTurn is a writer's turn made by the loop's dispatcher goroutine: it
+// reports whether the turn is done; false: the writer goroutine is to be
+// woken (it may have a take to write: taken, or bytes to flush).
+func (ws *wsSession) tryTurn() bool {
+	if !ws.wmu.TryLock() {
+		return false // the writer is writing: its next turn takes this
+	}
+	defer ws.wmu.Unlock()
+	if ws.taken || ws.flush || ws.sess.Done() || ws.stopCode.Load() != 0 || !ws.sess.TryBegin() {
+		return false
+	}
+	s := ws.s
+	t := s.take
+	C.ts_asgi_take(s.c, t)
+	if !tryable(t) {
+		ws.sess.TryEnd()
+		ws.taken = true
+		return false
+	}
+	if t.ws_resume != 0 {
+		ws.sess.Resume()
+	}
+	if t.out_len > 0 {
+		ws.writeRecords(unsafe.Slice((*byte)(unsafe.Pointer(t.out)), int(t.out_len)), true)
+	}
+	ws.sess.TryEnd()
+	if ws.sess.Pending() {
+		ws.flush = true // the writer writes the rest, then tells the loop
+		return false
+	}
+	C.ts_asgi_written(s.c, ws.gen)
+	return true
+}
+
+// tryable reports whether a take holds only messages, at most tryMax
+// bytes of records, and nothing else for the writer.
+func tryable(t *C.ts_asgi_take_result) bool {
+	if t.error != nil || t.app_done != 0 || t.out_len > tryMax {
+		return false
+	}
+	out := unsafe.Slice((*byte)(unsafe.Pointer(t.out)), int(t.out_len))
+	for len(out) >= C.TS_WS_RECORD_HDR {
+		if k := out[0]; k != C.TS_WS_TEXT && k != C.TS_WS_BINARY {
+			return false
+		}
+		out = out[C.TS_WS_RECORD_HDR+int(binary.NativeEndian.Uint32(out[1:5])):]
+	}
+	return true
 }
 
 // ---- server stop -----------------------------------------------------------

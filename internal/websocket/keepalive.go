@@ -37,7 +37,7 @@ func (s *Session) tick() {
 	} else {
 		s.timer.Reset(cfg.PingInterval)
 	}
-	s.conn.WriteControl(gorilla.PingMessage, nil, now.Add(time.Second))
+	s.control(gorilla.PingMessage, nil, now.Add(time.Second))
 }
 
 // closeNow is Close for a dead peer: a short write deadline, and no wait
@@ -51,5 +51,5 @@ func (s *Session) closeNow(code int, reason string) {
 	s.closeSent = true
 	close(s.quit)
 	s.mu.Unlock()
-	s.conn.WriteControl(gorilla.CloseMessage, gorilla.FormatCloseMessage(code, reason), time.Now().Add(time.Second))
+	s.control(gorilla.CloseMessage, gorilla.FormatCloseMessage(code, reason), time.Now().Add(time.Second))
 }

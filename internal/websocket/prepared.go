@@ -35,6 +35,10 @@ func (p *Prepared) Len() int { return p.n }
 // SendPrepared writes p as Send writes a message: writer goroutine only,
 // inside a BeginWrites batch; a failed write drops the connection.
 func (s *Session) SendPrepared(p *Prepared) {
+	if !s.trying {
+		s.wl <- struct{}{} // every frame through gorilla holds wl (Session)
+		defer s.unlock()
+	}
 	if err := s.conn.WritePreparedMessage(p.pm); err != nil {
 		s.writeFailed = true
 		s.raw.Close()

@@ -54,6 +54,7 @@ const (
 type Session struct {
 	conn *gorilla.Conn
 	raw  net.Conn // the hijacked connection, under gorilla's wire
+	wire *wire    // what gorilla reads and writes through
 	cfg  *Config
 	log  *slog.Logger
 	app  App // set by Start
@@ -75,16 +76,44 @@ type Session struct {
 	mu        sync.Mutex
 	closeSent bool // guarded by mu: our close frame is out (or being sent)
 
+	// wl is the write lock: held around each frame written through
+	// gorilla (the writer's messages, every control frame but those
+	// gorilla writes itself for a frame it refuses), or across a batch
+	// of try writes (TryBegin), so that a try batch never waits for
+	// gorilla's own lock. A channel of one, as gorilla's lock, so that a
+	// control frame waits for it at most until its deadline (lockUntil),
+	// as it waited for gorilla's.
+	wl     chan struct{}
+	trying bool // guarded by wl: a try batch is under way (TryBegin)
+
 	writeFailed bool // owned by the writer goroutine
 }
 
-func newSession(conn *gorilla.Conn, raw net.Conn, deflate bool, u *Upgrader) *Session {
-	s := &Session{conn: conn, raw: raw, cfg: &u.cfg, log: u.log, deflate: deflate,
-		resume: make(chan struct{}, 1), quit: make(chan struct{})}
+func newSession(conn *gorilla.Conn, w *wire, deflate bool, u *Upgrader) *Session {
+	s := &Session{conn: conn, raw: w.Conn, wire: w, cfg: &u.cfg, log: u.log, deflate: deflate,
+		resume: make(chan struct{}, 1), quit: make(chan struct{}), wl: make(chan struct{}, 1)}
 	conn.SetReadLimit(u.cfg.MaxSizeBytes)
 	conn.SetPongHandler(func(string) error {
 		s.lastPong.Store(time.Now().UnixNano())
 		return nil
+	})
+	// gorilla's answers to the client's pings and close frame, under wl.
+	// gorilla gives them a second (its writeWait) and then drops them
+	// without an error: so here for the wait for wl.
+	ping, closed := conn.PingHandler(), conn.CloseHandler()
+	conn.SetPingHandler(func(data string) error {
+		if !s.lockUntil(time.Now().Add(time.Second)) {
+			return nil
+		}
+		defer s.unlock()
+		return ping(data)
+	})
+	conn.SetCloseHandler(func(code int, text string) error {
+		if !s.lockUntil(time.Now().Add(time.Second)) {
+			return nil
+		}
+		defer s.unlock()
+		return closed(code, text)
 	})
 	return s
 }
@@ -129,12 +158,71 @@ func (s *Session) Finish() {
 }
 
 // ---- writes (the adapter's writer goroutine) -----------------------------
+//
+// "Writer goroutine only" below means: by one goroutine at a time, the
+// adapter's writer, or another that holds the adapter's writer lock (its
+// ready-list dispatcher, for a batch of try writes).
 
 // BeginWrites starts a batch of writes: each of them must complete within
 // Config.WriteTimeout. Writer goroutine only.
 func (s *Session) BeginWrites() {
 	if !s.writeFailed {
 		s.conn.SetWriteDeadline(time.Now().Add(s.cfg.WriteTimeout))
+	}
+}
+
+// TryBegin begins, if it can without waiting, a batch of try writes:
+// Sends that never block. Each frame goes to the socket with one
+// non-blocking write(2) of what the socket buffer takes now; what it does
+// not take waits, in order, for FlushPending (Pending reports it), and
+// the frames after it join it. No write deadline is armed for them (none
+// can time out). It reports false, having begun nothing, when a write
+// failed, the connection is not a plain socket (TLS, HTTP/2), another
+// goroutine writes, or bytes of an earlier batch wait. TryEnd ends the
+// batch. Writer goroutine only.
+//
+// One wait remains: a frame the client sends that gorilla refuses itself
+// (wire passes it) makes gorilla write a close frame on the reader
+// goroutine, outside wl, for at most a second; a try batch that begins
+// in the microseconds before that write sets its deadline waits for it.
+func (s *Session) TryBegin() bool {
+	if s.writeFailed {
+		return false
+	}
+	select {
+	case s.wl <- struct{}{}:
+	default:
+		return false
+	}
+	if !s.wire.canTry() {
+		s.unlock()
+		return false
+	}
+	s.trying = true
+	s.conn.SetWriteDeadline(tryMark)
+	return true
+}
+
+// TryEnd ends the batch TryBegin began.
+func (s *Session) TryEnd() {
+	s.conn.SetWriteDeadline(time.Now().Add(s.cfg.WriteTimeout))
+	s.trying = false
+	s.unlock()
+}
+
+// Pending reports whether try writes left bytes for FlushPending.
+func (s *Session) Pending() bool { return s.wire.hasPending() }
+
+// FlushPending writes, blocking, what try writes left, within
+// Config.WriteTimeout; a failure drops the connection as Send's does.
+// Writer goroutine only.
+func (s *Session) FlushPending() {
+	if s.writeFailed {
+		return
+	}
+	if err := s.wire.flushPending(time.Now().Add(s.cfg.WriteTimeout)); err != nil {
+		s.writeFailed = true
+		s.raw.Close()
 	}
 }
 
@@ -151,6 +239,10 @@ func (s *Session) Send(text bool, data []byte) {
 	typ := gorilla.BinaryMessage
 	if text {
 		typ = gorilla.TextMessage
+	}
+	if !s.trying {
+		s.wl <- struct{}{}
+		defer s.unlock()
 	}
 	if err := s.conn.WriteMessage(typ, data); err != nil {
 		s.writeFailed = true
@@ -180,7 +272,7 @@ func (s *Session) Close(code int, reason string) {
 	if code != 0 && code != CloseNoStatusReceived && code != CloseAbnormalClosure {
 		msg = gorilla.FormatCloseMessage(code, reason)
 	}
-	s.conn.WriteControl(gorilla.CloseMessage, msg, time.Now().Add(closeTimeout))
+	s.control(gorilla.CloseMessage, msg, time.Now().Add(closeTimeout))
 	s.raw.SetReadDeadline(time.Now().Add(closeTimeout))
 }
 
@@ -207,10 +299,44 @@ func (s *Session) StopClose(code int) bool {
 	s.draining.Store(true)
 	close(s.quit)
 	s.mu.Unlock()
-	s.conn.WriteControl(gorilla.CloseMessage, gorilla.FormatCloseMessage(code, ""), time.Now().Add(closeTimeout))
+	s.control(gorilla.CloseMessage, gorilla.FormatCloseMessage(code, ""), time.Now().Add(closeTimeout))
 	s.raw.SetReadDeadline(time.Now().Add(closeTimeout))
 	return true
 }
+
+// control writes a control frame under wl, waiting for it no later than
+// deadline (then errWriteLock). Any goroutine but a try batch's.
+func (s *Session) control(typ int, data []byte, deadline time.Time) error {
+	if !s.lockUntil(deadline) {
+		return errWriteLock
+	}
+	defer s.unlock()
+	return s.conn.WriteControl(typ, data, deadline)
+}
+
+// errWriteLock: a control frame's deadline passed while another writer
+// held the session's write lock (the frame is not written).
+var errWriteLock = errors.New("websocket: write timeout waiting for the write lock")
+
+// lockUntil takes wl, waiting no later than deadline; it reports whether
+// it did.
+func (s *Session) lockUntil(deadline time.Time) bool {
+	select {
+	case s.wl <- struct{}{}:
+		return true
+	default:
+	}
+	t := time.NewTimer(time.Until(deadline))
+	defer t.Stop()
+	select {
+	case s.wl <- struct{}{}:
+		return true
+	case <-t.C:
+		return false
+	}
+}
+
+func (s *Session) unlock() { <-s.wl }
 
 // Draining reports whether StopClose sent our close frame.
 func (s *Session) Draining() bool { return s.draining.Load() }

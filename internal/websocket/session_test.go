@@ -727,3 +727,129 @@ func TestUpgrade_Deflate(t *testing.T) {
 		})
 	}
 }
+
+// TestSession_TryWrites: a batch of try writes never blocks; what the
+// socket does not take waits in order, behind it the frames of the
+// batch and of other writers (a ping), until FlushPending; a client that
+// never reads fails FlushPending after the write timeout.
+func TestSession_TryWrites(t *testing.T) {
+	ts := startServer(t, Config{WriteTimeout: 300 * time.Millisecond})
+	ts.setup = func(a *testApp) { a.echo = false }
+	c := dialWS(t, ts.addr, "")
+	a := ts.app(t)
+	onWriter := func(f func()) {
+		done := make(chan struct{})
+		a.do(func() { f(); close(done) })
+		<-done
+	}
+
+	// A socket with room: written at once.
+	onWriter(func() {
+		if !a.sess.TryBegin() {
+			t.Fatal("TryBegin = false on an idle session")
+		}
+		a.sess.Send(true, []byte("first"))
+		a.sess.TryEnd()
+		if a.sess.Pending() {
+			t.Error("Pending after a small try write")
+		}
+	})
+	c.wantFrame(t, 0x81, "first")
+
+	// The client stops reading: the batch goes on without blocking
+	// until bytes wait; then no batch begins.
+	big := bytes.Repeat([]byte("x"), 60000)
+	sent := 0
+	onWriter(func() {
+		if !a.sess.TryBegin() {
+			t.Fatal("TryBegin = false before the socket filled")
+		}
+		for !a.sess.Pending() && sent < 2000 {
+			binary.BigEndian.PutUint32(big, uint32(sent))
+			a.sess.Send(false, big)
+			sent++
+		}
+		// Two more behind the waiting bytes, in the same batch.
+		for range 2 {
+			binary.BigEndian.PutUint32(big, uint32(sent))
+			a.sess.Send(false, big)
+			sent++
+		}
+		a.sess.TryEnd()
+		if !a.sess.Pending() {
+			t.Fatalf("no bytes wait after %d × 60000 bytes to a client that does not read", sent)
+		}
+		if a.sess.TryBegin() {
+			a.sess.TryEnd()
+			t.Error("TryBegin = true while bytes of a batch wait")
+		}
+	})
+	// A ping from another goroutine goes after them (its write flushes
+	// them first), and FlushPending on the writer: both wait for the
+	// client, which now reads every frame in order.
+	pinged := make(chan error, 1)
+	go func() { pinged <- a.sess.control(0x9, []byte("p"), time.Now().Add(5*time.Second)) }()
+	flushed := make(chan struct{})
+	a.do(func() { a.sess.FlushPending(); close(flushed) })
+	for i := 0; i < sent; i++ {
+		b0, p, err := c.next(3 * time.Second)
+		if err != nil || b0 != 0x82 || len(p) != len(big) || binary.BigEndian.Uint32(p) != uint32(i) {
+			t.Fatalf("frame %d: %#x, %d bytes, %v; want message %d", i, b0, len(p), err, i)
+		}
+	}
+	c.wantFrame(t, 0x89, "p")
+	if err := <-pinged; err != nil {
+		t.Errorf("ping: %v", err)
+	}
+	<-flushed
+	if a.sess.Pending() || a.sess.Dropping() {
+		t.Errorf("after the flush: Pending %v, Dropping %v; want both false", a.sess.Pending(), a.sess.Dropping())
+	}
+
+	// A client that never reads again: FlushPending fails after the
+	// write timeout and the connection is dropped.
+	onWriter(func() {
+		if !a.sess.TryBegin() {
+			t.Fatal("TryBegin = false after the flush")
+		}
+		for n := 0; !a.sess.Pending() && n < 2000; n++ {
+			a.sess.Send(false, big)
+		}
+		a.sess.TryEnd()
+	})
+	start := time.Now()
+	onWriter(a.sess.FlushPending)
+	if d := time.Since(start); d < 250*time.Millisecond || d > 3*time.Second {
+		t.Errorf("FlushPending to a client that does not read returned after %v; want the 300 ms write timeout", d)
+	}
+	// The dropped connection ends the reader, and so the writer.
+	select {
+	case <-a.ended:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the session did not end after the failed flush")
+	}
+	if !a.sess.Dropping() {
+		t.Error("Dropping = false after a failed flush")
+	}
+}
+
+// TestSession_ControlDeadline: a control frame waits for a writer blocked
+// on a client that does not read no longer than its own deadline.
+func TestSession_ControlDeadline(t *testing.T) {
+	ts := startServer(t, Config{WriteTimeout: 3 * time.Second})
+	ts.setup = func(a *testApp) { a.echo = false }
+	dialWS(t, ts.addr, "")
+	a := ts.app(t)
+	big := bytes.Repeat([]byte("x"), 60000)
+	a.write(func() {
+		for range 400 { // 24 MB: more than the socket buffers take
+			a.sess.Send(false, big)
+		}
+	})
+	time.Sleep(300 * time.Millisecond) // the writer blocks on the full socket
+	start := time.Now()
+	err := a.sess.control(0x9, nil, time.Now().Add(200*time.Millisecond))
+	if d := time.Since(start); err == nil || d > time.Second {
+		t.Errorf("ping behind a blocked writer: %v after %v; want an error within its 200 ms deadline", err, d)
+	}
+}

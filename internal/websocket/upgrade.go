@@ -143,7 +143,7 @@ func (u *Upgrader) Upgrade(w *http1.ResponseWriter, hs Handshake, head []byte) (
 	if err != nil {
 		return nil, err
 	}
-	s := newSession(conn, hj.wire.Conn, ext != "", u)
+	s := newSession(conn, hj.wire, ext != "", u)
 	if ext != "" {
 		// The limit is on the message (readMessage checks it after
 		// inflating); on the wire, deflate adds to bytes that do not

@@ -8,6 +8,10 @@ import (
 	"bytes"
 	"encoding/binary"
 	"net"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
 	"unicode/utf8"
 )
 
@@ -62,9 +66,20 @@ var (
 // Writes: the first write is gorilla's 101. gorilla answers any
 // permessage-deflate offer with a fixed line; when the negotiated
 // response (NegotiateDeflate) is another, the first write replaces it.
-// Later writes pass through.
+// Later writes pass through, except in try mode (see tryMark).
 type wire struct {
 	net.Conn
+	rc syscall.RawConn // the socket's, for try writes; nil: none (TLS, HTTP/2, bytes read ahead)
+
+	// Try writes (Session.TryBegin). try is set and read only by gorilla's
+	// writers, which gorilla serialises; held is set from a blocking
+	// writer's deadline to the end of its write, so that a try batch is
+	// not begun while gorilla's write lock may be held for a while.
+	try     bool
+	held    atomic.Bool
+	io      sync.Mutex // held across each write(2) of the socket; guards pending
+	pending []byte     // bytes a try write left for a blocking write, in order
+
 	deflate  bool   // permessage-deflate is negotiated
 	ext      string // our Sec-WebSocket-Extensions value, "" for none
 	headDone bool   // the 101 went out
@@ -81,7 +96,121 @@ type wire struct {
 }
 
 func newWire(c net.Conn, ext string) *wire {
-	return &wire{Conn: c, deflate: ext != "", ext: ext, need: 2}
+	w := &wire{Conn: c, deflate: ext != "", ext: ext, need: 2}
+	switch t := c.(type) { // concrete sockets only: a wrapper may add to Write
+	case *net.TCPConn:
+		w.rc, _ = t.SyscallConn()
+	case *net.UnixConn:
+		w.rc, _ = t.SyscallConn()
+	}
+	return w
+}
+
+// tryMark is the write deadline that puts the wire in try mode for the
+// writes gorilla makes under it (Session.TryBegin): gorilla sets its
+// connection's deadline before each frame it writes, under the lock that
+// serialises its writers, so the mode holds for the frames of the one
+// writer that set it, and a ping or close frame that another goroutine
+// writes with its own deadline is written blocking as always. It is a
+// date no real deadline has.
+var tryMark = time.Unix(1, 0)
+
+// SetWriteDeadline sets the socket's write deadline, or try mode for
+// tryMark (which leaves the socket's deadline as it was).
+func (w *wire) SetWriteDeadline(t time.Time) error {
+	if w.rc != nil && t.Equal(tryMark) {
+		w.try = true
+		return nil
+	}
+	w.try = false
+	if !t.IsZero() && w.headDone {
+		// A gorilla writer's: until the end of the Write that follows.
+		// (gorilla clears the handshake's deadline with a zero one,
+		// and no write follows that.)
+		w.held.Store(true)
+	}
+	return w.Conn.SetWriteDeadline(t)
+}
+
+// SetDeadline is SetWriteDeadline and SetReadDeadline.
+func (w *wire) SetDeadline(t time.Time) error {
+	if err := w.SetWriteDeadline(t); err != nil {
+		return err
+	}
+	return w.Conn.SetReadDeadline(t)
+}
+
+// canTry reports, without blocking, whether a batch of try writes can
+// begin: the socket allows them, no blocking write is under way, and no
+// bytes of an earlier try write wait for flushPending.
+func (w *wire) canTry() bool {
+	if w.rc == nil || w.held.Load() || !w.io.TryLock() {
+		return false
+	}
+	ok := len(w.pending) == 0
+	w.io.Unlock()
+	return ok
+}
+
+// hasPending reports whether try writes left bytes for flushPending.
+func (w *wire) hasPending() bool {
+	w.io.Lock()
+	defer w.io.Unlock()
+	return len(w.pending) > 0
+}
+
+// flushPending writes the bytes try writes left, blocking, within the
+// deadline d.
+func (w *wire) flushPending(d time.Time) error {
+	w.io.Lock()
+	defer w.io.Unlock()
+	if len(w.pending) == 0 {
+		return nil
+	}
+	w.Conn.SetWriteDeadline(d)
+	return w.flushLocked()
+}
+
+// flushLocked writes pending, blocking. w.io held.
+func (w *wire) flushLocked() error {
+	n, err := w.Conn.Write(w.pending)
+	w.pending = w.pending[n:]
+	if len(w.pending) == 0 {
+		w.pending = nil
+	}
+	return err
+}
+
+// tryWrite writes p in try mode: one non-blocking write(2) of what the
+// socket buffer takes now; the rest is kept in pending, in order, for
+// flushPending (after pending bytes, all of p is). It reports len(p)
+// unless the socket failed. w.io held.
+func (w *wire) tryWrite(p []byte) (int, error) {
+	if len(w.pending) > 0 {
+		w.pending = append(w.pending, p...)
+		return len(p), nil
+	}
+	var n int
+	var werr error
+	err := w.rc.Write(func(fd uintptr) bool {
+		for {
+			n, werr = syscall.Write(int(fd), p)
+			if werr != syscall.EINTR {
+				return true // one attempt: never wait for the socket
+			}
+		}
+	})
+	if err != nil {
+		return 0, err
+	}
+	if werr != nil && werr != syscall.EAGAIN {
+		return 0, werr
+	}
+	n = max(n, 0)
+	if n < len(p) {
+		w.pending = append(w.pending, p[n:]...)
+	}
+	return len(p), nil
 }
 
 // Read reads from the socket and checks what came (see wire).
@@ -243,11 +372,25 @@ var gorillaDeflateLine = []byte("Sec-WebSocket-Extensions: " + deflateAnswer + "
 
 // Write writes p; the first write (the 101) gets our extension line.
 // gorilla serialises its writes (and the 101 is written before the
-// session's goroutines start), so headDone needs no lock.
+// session's goroutines start), so headDone needs no lock. In try mode
+// (tryMark) the write does not block (tryWrite); else the bytes a try
+// write left go first.
 func (w *wire) Write(p []byte) (int, error) {
 	if w.headDone {
+		w.io.Lock()
+		defer w.io.Unlock()
+		if w.try {
+			return w.tryWrite(p)
+		}
+		defer w.held.Store(false)
+		if len(w.pending) > 0 {
+			if err := w.flushLocked(); err != nil {
+				return 0, err
+			}
+		}
 		return w.Conn.Write(p)
 	}
+	defer w.held.Store(false)
 	w.headDone = true
 	if w.ext == "" || w.ext == deflateAnswer {
 		return w.Conn.Write(p)
