@@ -37,7 +37,8 @@ sleep 1.5
 tmux send-keys -t $S Enter # the selected worker's threads
 for i in $(seq 40); do
 	tmux capture-pane -e -p -t $S >"$TMP/pane.ansi"
-	grep -q STALLED "$TMP/pane.ansi" && grep -q ' /slow' "$TMP/pane.ansi" && break
+	grep -q STALLED "$TMP/pane.ansi" && grep -q 'ts-http-0 .* /slow' "$TMP/pane.ansi" &&
+		grep -q 'GET /slow .* in slow_view' "$TMP/pane.ansi" && break
 	sleep 0.5
 done
 # the text without its colours, and without the pane's empty rows below

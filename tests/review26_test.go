@@ -1,6 +1,7 @@
 package tests
 
 import (
+	"encoding/json"
 	"os/exec"
 	"strings"
 	"testing"
@@ -96,4 +97,37 @@ func TestTop_TinyTerminal(t *testing.T) {
 	waitFor("the whole view again", func(sc string) bool {
 		return strings.Contains(sc, "LAST SLOW REQUESTS") && !strings.Contains(sc, "more lines")
 	})
+}
+
+// An ASGI app's sync view: top shows the ts-http thread running it (not
+// "loop"), and its slow call among the slow requests with its frame.
+func TestTop_ASGISyncCall(t *testing.T) {
+	s := Start(t, "--workers", "1", "--slow-request-threshold", "500ms", "top_sync_slow:app")
+	done := getAsync(s.URL + "/slow")
+	defer func() { <-done }()
+	var running, slow []any
+	for end := time.Now().Add(5 * time.Second); time.Now().Before(end); time.Sleep(100 * time.Millisecond) {
+		w := onlyWorker(t, topJSON(t, s))
+		running, _ = w["running"].([]any)
+		slow, _ = w["slow_requests"].([]any)
+		if len(running) == 1 && len(slow) >= 1 {
+			break
+		}
+	}
+	if len(running) != 1 || running[0].(map[string]any)["thread"] != "ts-http-0" || running[0].(map[string]any)["target"] != "/slow" {
+		t.Errorf("running = %v; want /slow on ts-http-0", running)
+	}
+	if len(slow) == 0 {
+		t.Fatalf("no slow_requests for the sync call")
+	}
+	rec := slow[0].(map[string]any)
+	stack, _ := json.Marshal(rec["stack"])
+	if rec["method"] != "GET" || rec["target"] != "/slow" || rec["thread"] != "ts-http-0" ||
+		!strings.Contains(string(stack), "top_sync_slow.py:11 in slow_view") {
+		t.Errorf("slow_requests[0] = %v", rec)
+	}
+	out, err := exec.Command(binPath(t), "top", "--admin", adminAddr(s), "--once", "--format", "text").Output()
+	if err != nil || !strings.Contains(string(out), "GET /slow") || !strings.Contains(string(out), "in slow_view") {
+		t.Errorf("top --once --format text (%v):\n%s", err, out)
+	}
 }

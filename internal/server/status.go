@@ -77,8 +77,9 @@ type LoopStatus struct {
 	StalledS float64 `json:"stalled_now_s"`
 }
 
-// RunningReq is a request in flight: on a pool thread (Thread set) or
-// on a loop, or queued (Queued true).
+// RunningReq is a request in flight: on a pool thread (Thread set: a
+// WSGI pool's, or for an ASGI request the ts-http-N/ts-sess-N thread
+// running a sync call of it now) or on a loop, or queued (Queued true).
 type RunningReq struct {
 	Method string  `json:"method"`
 	Target string  `json:"target"`
@@ -170,10 +171,14 @@ func (m *metrics) status() Status {
 	}
 	sort.Slice(st.Loops, func(i, j int) bool { return st.Loops[i].Loop < st.Loops[j].Loop })
 	now := time.Now()
+	synced := syncThreads()
 	for _, r := range ifcRequests() {
 		target := r.Target
 		if target == "" {
 			target = r.Path
+		}
+		if r.Thread == "" { // an ASGI request whose sync call runs on ts-http-N/ts-sess-N now
+			r.Thread = synced[requestKey(r.Method, r.Path, r.Start)]
 		}
 		st.Running = append(st.Running, RunningReq{Method: r.Method, Target: target, Thread: r.Thread,
 			AgeS: now.Sub(r.Start).Seconds(), Queued: r.Running.IsZero() && r.Thread == "" && st.Threads.Total > 0})
