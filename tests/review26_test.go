@@ -100,7 +100,8 @@ func TestTop_TinyTerminal(t *testing.T) {
 }
 
 // An ASGI app's sync view: top shows the ts-http thread running it (not
-// "loop"), and its slow call among the slow requests with its frame.
+// "loop"), ctl stacks samples it, and its slow call is among the slow
+// requests with its frame.
 func TestTop_ASGISyncCall(t *testing.T) {
 	s := Start(t, "--workers", "1", "--slow-request-threshold", "500ms", "top_sync_slow:app")
 	done := getAsync(s.URL + "/slow")
@@ -116,6 +117,10 @@ func TestTop_ASGISyncCall(t *testing.T) {
 	}
 	if len(running) != 1 || running[0].(map[string]any)["thread"] != "ts-http-0" || running[0].(map[string]any)["target"] != "/slow" {
 		t.Errorf("running = %v; want /slow on ts-http-0", running)
+	}
+	if out, code := runTS(t, "ctl", "stacks", "--admin", adminAddr(s)); code != 0 ||
+		!strings.Contains(out, `"thread":"ts-http-0"`) || !strings.Contains(out, `"target":"/slow"`) || !strings.Contains(out, "in slow_view") {
+		t.Errorf("ctl stacks lacks the sync call's thread: exit %d\n%s", code, out)
 	}
 	if len(slow) == 0 {
 		t.Fatalf("no slow_requests for the sync call")

@@ -223,15 +223,16 @@ func rss() int64 {
 
 // ThreadStack is one thread's sampled stack for /debug/stacks.
 type ThreadStack struct {
-	Thread string   `json:"thread"` // a pool thread's name, or "loop <n>"
+	Thread string   `json:"thread"` // a pool thread's name (ts-py-N, ts-http-N, ts-sess-N), or "loop <n>"
 	Method string   `json:"method,omitempty"`
 	Target string   `json:"target,omitempty"`
 	Stack  []string `json:"stack"` // innermost first, as watchdog.Stall.Stack
 }
 
 // stacks samples the stack of every thread running a request (the
-// watchdog's sampler, python.SampleStack: no GIL, no wait) and of every
-// stalled loop.
+// watchdog's sampler, python.SampleStack: no GIL, no wait), of every
+// thread of an ASGI worker's pools for sync work running a call, and of
+// every stalled loop.
 func stacks() []ThreadStack {
 	out := []ThreadStack{}
 	wd := activeWatchdog.Load()
@@ -251,6 +252,7 @@ func stacks() []ThreadStack {
 		}
 		out = append(out, ThreadStack{Thread: r.Thread, Method: r.Method, Target: r.Path, Stack: describe(python.SampleStack(r.TState))})
 	}
+	out = append(out, syncStacks(describe)...)
 	if wd != nil {
 		for _, s := range wd.Stalling() {
 			out = append(out, ThreadStack{Thread: "loop " + strconv.Itoa(s.Loop.Index()), Stack: describe(python.SampleStack(s.TState))})

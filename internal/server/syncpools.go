@@ -199,6 +199,34 @@ func syncThreads() map[string]string {
 	return out
 }
 
+// syncStacks samples the stack of each thread of the pools for sync work
+// running a call now, with the connection's method and path when it is
+// still open.
+func syncStacks(describe func([]python.Frame) []string) []ThreadStack {
+	pools := syncPools.Load()
+	if pools == nil {
+		return nil
+	}
+	var out []ThreadStack
+	for _, p := range pools {
+		if p == nil {
+			continue
+		}
+		for i := range p.Threads() {
+			st := p.ThreadStats(i, false)
+			if st.RunningSince == 0 {
+				continue
+			}
+			ts := ThreadStack{Thread: p.ThreadName(i), Stack: describe(python.SampleStack(p.ThreadState(i)))}
+			if f, ok := asgi.ByTag(st.RunningTag); ok {
+				ts.Method, ts.Target = f.Method, f.Path
+			}
+			out = append(out, ts)
+		}
+	}
+	return out
+}
+
 func requestKey(method, path string, start time.Time) string {
 	return method + " " + path + " " + strconv.FormatInt(start.UnixNano(), 10)
 }
