@@ -2,6 +2,7 @@ package tests
 
 import (
 	"encoding/json"
+	"os"
 	"os/exec"
 	"strings"
 	"testing"
@@ -134,5 +135,32 @@ func TestTop_ASGISyncCall(t *testing.T) {
 	out, err := exec.Command(binPath(t), "top", "--admin", adminAddr(s), "--once", "--format", "text").Output()
 	if err != nil || !strings.Contains(string(out), "GET /slow") || !strings.Contains(string(out), "in slow_view") {
 		t.Errorf("top --once --format text (%v):\n%s", err, out)
+	}
+}
+
+// A server still importing its app: top says its workers are starting
+// (not "not answering" with no reason), and ctl's controls other than
+// stop are refused until it runs.
+func TestTop_WorkersStarting(t *testing.T) {
+	cmd := Command(t, "--workers", "2", "sup_hangimport:app")
+	cmd.Env = append(os.Environ(), "SUP_HANG_SECONDS=60")
+	s, _ := startCmd(t, cmd)
+	for end := time.Now().Add(10 * time.Second); s.adminURL() == "" && time.Now().Before(end); time.Sleep(50 * time.Millisecond) {
+	}
+	if s.adminURL() == "" {
+		t.Fatalf("no admin listener:\n%s", s.Logs())
+	}
+	var out string
+	var code int
+	for end := time.Now().Add(10 * time.Second); time.Now().Before(end); time.Sleep(100 * time.Millisecond) {
+		if out, code = runTS(t, "top", "--once", "--format", "text", "--admin", adminAddr(s)); strings.Contains(out, "workers 2/2") {
+			break
+		}
+	}
+	if code != 0 || !strings.Contains(out, "  starting  ") || strings.Count(out, "starting (not ready yet)") != 2 || strings.Contains(out, "not answering") {
+		t.Errorf("top --once while importing: exit %d\n%s", code, out)
+	}
+	if out, code := runTS(t, "ctl", "add-worker", "--admin", adminAddr(s)); code != 1 || !strings.Contains(out, "refused: the server is starting") {
+		t.Errorf("ctl add-worker while starting: exit %d, %q", code, out)
 	}
 }

@@ -178,7 +178,7 @@ func renderText(w io.Writer, st *topStatus, prevReq map[int]uint64, dt float64) 
 		"WORKER", "PID", "RSS_MB", "REQ/S", "REQS", "INFL", "QUEUE", "RUN", "GIL", "IDLE", "503", "WS", "GILP99ms", "LOOPS (lag p99 ms / stall s)")
 	for _, wk := range st.Workers {
 		if wk.Error != "" || !wk.Ready {
-			fmt.Fprintf(w, "%-6d %-8d not answering: %s\n", wk.Worker, wk.PID, wk.Error)
+			fmt.Fprintf(w, "%-6d %-8d %s\n", wk.Worker, wk.PID, workerDown(wk.Ready, wk.Error))
 			continue
 		}
 		rate := "-"
@@ -224,6 +224,15 @@ func renderText(w io.Writer, st *topStatus, prevReq map[int]uint64, dt float64) 
 			fmt.Fprintf(w, "worker %d %s %s  %.0f ms  %s\n", wk.Worker, s.Method, s.Target, s.AgeMS, topFrame(s.Stack))
 		}
 	}
+}
+
+// workerDown is a worker's row when it has no numbers: still starting
+// (not ready, no error: importing the app), or not answering and why.
+func workerDown(ready bool, err string) string {
+	if !ready && err == "" {
+		return "starting (not ready yet)"
+	}
+	return "not answering: " + err
 }
 
 func fetchStatus(addr string) (*topStatus, []byte, error) {

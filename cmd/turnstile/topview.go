@@ -245,7 +245,7 @@ func (m *topModel) View() string {
 		w := st.Workers[i]
 		var line string
 		if w.Error != "" || !w.Ready {
-			line = fmt.Sprintf("%-6d %-8d not answering %s", w.Worker, w.PID, w.Error)
+			line = fmt.Sprintf("%-6d %-8d %s", w.Worker, w.PID, workerDown(w.Ready, w.Error))
 		} else {
 			var loops []string
 			for _, l := range w.Loops {
