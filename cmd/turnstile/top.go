@@ -3,10 +3,12 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"os/signal"
 	"sort"
@@ -22,6 +24,8 @@ import (
 // adminClient talks HTTP to the admin listener at addr: host:port, or
 // unix:/path as --admin-bind takes it.
 func adminClient(addr string) (*http.Client, string) {
+	// The "admin listening" record and curl spell it with a scheme.
+	addr = strings.TrimSuffix(strings.TrimPrefix(addr, "http://"), "/")
 	if path, ok := strings.CutPrefix(addr, "unix:"); ok {
 		return &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{
 			DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
@@ -46,10 +50,46 @@ func adminDo(addr, method, path string) ([]byte, error) {
 	}
 	defer resp.Body.Close()
 	b, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
-	if err == nil && resp.StatusCode != http.StatusOK && resp.StatusCode != http.StatusAccepted {
-		err = fmt.Errorf("%s %s: %s: %s", method, path, resp.Status, strings.TrimSpace(string(b)))
+	if err != nil {
+		return nil, err
 	}
-	return b, err
+	switch {
+	case resp.StatusCode == http.StatusConflict: // a control the master would ignore now
+		return nil, fmt.Errorf("%s", strings.TrimSpace(string(b)))
+	case resp.StatusCode != http.StatusOK && resp.StatusCode != http.StatusAccepted:
+		return nil, fmt.Errorf("%s %s: %s: %s", method, path, resp.Status, strings.TrimSpace(string(b)))
+	case !isAdminAnswer(method, resp, b):
+		// An app's port (or another server) answering 200 to anything:
+		// printing its body as an "ok" would lie.
+		return nil, fmt.Errorf("%s %s answered %s with %q, not as turnstile's admin listener does: is %s the server's --admin-bind address?",
+			addr, path, resp.Status, truncate(strings.TrimSpace(string(b)), 60), addr)
+	}
+	return b, nil
+}
+
+// adminErr says "does not answer" for an error of the connection (not
+// for an answer adminDo refused).
+func adminErr(addr string, err error) error {
+	if ue := (*url.Error)(nil); errors.As(err, &ue) {
+		return fmt.Errorf("the server at %s does not answer: %w", addr, err)
+	}
+	return err
+}
+
+// isAdminAnswer reports whether resp looks like the admin listener's: a
+// control's 202 "ok: SIGNAL", or a JSON /debug/ answer.
+func isAdminAnswer(method string, resp *http.Response, b []byte) bool {
+	if method == http.MethodPost {
+		return resp.StatusCode == http.StatusAccepted && strings.HasPrefix(string(b), "ok: ")
+	}
+	return strings.HasPrefix(resp.Header.Get("Content-Type"), "application/json")
+}
+
+func truncate(s string, n int) string {
+	if len(s) > n {
+		return s[:n] + "..."
+	}
+	return s
 }
 
 // topStatus is the master's /debug/status as top reads it (the fields of
@@ -138,7 +178,7 @@ func renderText(w io.Writer, st *topStatus, prevReq map[int]uint64, dt float64) 
 		"WORKER", "PID", "RSS_MB", "REQ/S", "REQS", "INFL", "QUEUE", "RUN", "GIL", "IDLE", "503", "WS", "GILP99ms", "LOOPS (lag p99 ms / stall s)")
 	for _, wk := range st.Workers {
 		if wk.Error != "" || !wk.Ready {
-			fmt.Fprintf(w, "%-6d %-8d not answering: %s\n", wk.Worker, wk.PID, wk.Error)
+			fmt.Fprintf(w, "%-6d %-8d %s\n", wk.Worker, wk.PID, workerDown(wk.Ready, wk.Error))
 			continue
 		}
 		rate := "-"
@@ -186,6 +226,15 @@ func renderText(w io.Writer, st *topStatus, prevReq map[int]uint64, dt float64) 
 	}
 }
 
+// workerDown is a worker's row when it has no numbers: still starting
+// (not ready, no error: importing the app), or not answering and why.
+func workerDown(ready bool, err string) string {
+	if !ready && err == "" {
+		return "starting (not ready yet)"
+	}
+	return "not answering: " + err
+}
+
 func fetchStatus(addr string) (*topStatus, []byte, error) {
 	b, err := adminDo(addr, http.MethodGet, "/debug/status")
 	if err != nil {
@@ -216,7 +265,7 @@ func topCommand(code *int) *cobra.Command {
 			if once {
 				st, raw, err := fetchStatus(admin)
 				if err != nil {
-					return fail(code, fmt.Errorf("turnstile top: the server at %s does not answer: %w", admin, err))
+					return fail(code, fmt.Errorf("turnstile top: %w", adminErr(admin, err)))
 				}
 				if format == "json" {
 					os.Stdout.Write(raw)
@@ -295,13 +344,21 @@ func ctlCommand(code *int) *cobra.Command {
 		Use:       "ctl " + strings.Join(names, "|"),
 		Short:     "Operator controls on a running server's admin listener",
 		Long:      long,
-		Args:      cobra.MatchAll(cobra.ExactArgs(1), cobra.OnlyValidArgs),
 		ValidArgs: names,
+		Args: func(cmd *cobra.Command, args []string) error {
+			if len(args) == 1 {
+				if _, ok := ctlActions[args[0]]; ok {
+					return nil
+				}
+				return fmt.Errorf("ctl: unknown action %q: want one of %s", args[0], strings.Join(names, ", "))
+			}
+			return fmt.Errorf("ctl: want one action of %s (got %d arguments)", strings.Join(names, ", "), len(args))
+		},
 		RunE: func(cmd *cobra.Command, args []string) error {
 			a := ctlActions[args[0]]
 			b, err := adminDo(admin, a.method, a.path)
 			if err != nil {
-				return fail(code, fmt.Errorf("turnstile ctl %s: %w", args[0], err))
+				return fail(code, fmt.Errorf("turnstile ctl %s: %w", args[0], adminErr(admin, err)))
 			}
 			os.Stdout.Write(b)
 			return nil

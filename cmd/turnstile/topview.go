@@ -245,7 +245,7 @@ func (m *topModel) View() string {
 		w := st.Workers[i]
 		var line string
 		if w.Error != "" || !w.Ready {
-			line = fmt.Sprintf("%-6d %-8d not answering %s", w.Worker, w.PID, w.Error)
+			line = fmt.Sprintf("%-6d %-8d %s", w.Worker, w.PID, workerDown(w.Ready, w.Error))
 		} else {
 			var loops []string
 			for _, l := range w.Loops {
@@ -302,15 +302,36 @@ func (m *topModel) View() string {
 	if m.record {
 		b.WriteString(m.lastRecords())
 	}
-	b.WriteString("\n")
+	foot := "\n"
 	if m.help {
-		b.WriteString("↑/↓ or j/k select a worker · Enter its threads · t sample its threads' stacks · Esc back\n" +
+		foot += "↑/↓ or j/k select a worker · Enter its threads · t sample its threads' stacks · Esc back\n" +
 			"l the last stall's and slow request's full records\n" +
-			"s sort (now by " + sortKeys[m.sortBy] + ") · p pause · ? help · q quit\n")
+			"s sort (now by " + sortKeys[m.sortBy] + ") · p pause · ? help · q quit\n"
 	} else {
-		b.WriteString(styleDim.Render("q quit · ? help · Enter threads · t stacks · l last records · s sort by "+sortKeys[m.sortBy]+" · p pause") + "\n")
+		foot += styleDim.Render("q quit · ? help · Enter threads · t stacks · l last records · s sort by "+sortKeys[m.sortBy]+" · p pause") + "\n"
 	}
-	return b.String()
+	return clipView(b.String(), foot, m.height)
+}
+
+// clipView fits body and then foot into height rows (0: unknown, no
+// clipping). The terminal would scroll the top off a taller view (the
+// server's line and the workers, the rows that matter), so the body's
+// end is cut instead, with a line saying how much, and the keys stay.
+func clipView(body, foot string, height int) string {
+	lines := strings.Split(strings.TrimSuffix(body, "\n"), "\n")
+	// Rows: the body's lines, the foot's (a blank one and the keys), and
+	// the empty one after the view's last newline.
+	footN := strings.Count(foot, "\n")
+	if height <= 0 || len(lines)+footN+1 <= height {
+		return body + foot
+	}
+	keep := height - footN - 1 // the "more" line takes the blank row before the keys
+	if keep < 1 {
+		// Not even that: the server's line alone, cut to the rows there are.
+		return lines[0]
+	}
+	more := styleDim.Render(fmt.Sprintf("... %d more lines: enlarge the terminal", len(lines)-keep))
+	return strings.Join(lines[:keep], "\n") + "\n" + more + foot
 }
 
 // lastRecords renders the newest stall and the newest slow request of

@@ -77,8 +77,9 @@ type LoopStatus struct {
 	StalledS float64 `json:"stalled_now_s"`
 }
 
-// RunningReq is a request in flight: on a pool thread (Thread set) or
-// on a loop, or queued (Queued true).
+// RunningReq is a request in flight: on a pool thread (Thread set: a
+// WSGI pool's, or for an ASGI request the ts-http-N/ts-sess-N thread
+// running a sync call of it now) or on a loop, or queued (Queued true).
 type RunningReq struct {
 	Method string  `json:"method"`
 	Target string  `json:"target"`
@@ -170,10 +171,14 @@ func (m *metrics) status() Status {
 	}
 	sort.Slice(st.Loops, func(i, j int) bool { return st.Loops[i].Loop < st.Loops[j].Loop })
 	now := time.Now()
+	synced := syncThreads()
 	for _, r := range ifcRequests() {
 		target := r.Target
 		if target == "" {
 			target = r.Path
+		}
+		if r.Thread == "" { // an ASGI request whose sync call runs on ts-http-N/ts-sess-N now
+			r.Thread = synced[requestKey(r.Method, r.Path, r.Start)]
 		}
 		st.Running = append(st.Running, RunningReq{Method: r.Method, Target: target, Thread: r.Thread,
 			AgeS: now.Sub(r.Start).Seconds(), Queued: r.Running.IsZero() && r.Thread == "" && st.Threads.Total > 0})
@@ -218,15 +223,16 @@ func rss() int64 {
 
 // ThreadStack is one thread's sampled stack for /debug/stacks.
 type ThreadStack struct {
-	Thread string   `json:"thread"` // a pool thread's name, or "loop <n>"
+	Thread string   `json:"thread"` // a pool thread's name (ts-py-N, ts-http-N, ts-sess-N), or "loop <n>"
 	Method string   `json:"method,omitempty"`
 	Target string   `json:"target,omitempty"`
 	Stack  []string `json:"stack"` // innermost first, as watchdog.Stall.Stack
 }
 
 // stacks samples the stack of every thread running a request (the
-// watchdog's sampler, python.SampleStack: no GIL, no wait) and of every
-// stalled loop.
+// watchdog's sampler, python.SampleStack: no GIL, no wait), of every
+// thread of an ASGI worker's pools for sync work running a call, and of
+// every stalled loop.
 func stacks() []ThreadStack {
 	out := []ThreadStack{}
 	wd := activeWatchdog.Load()
@@ -246,6 +252,7 @@ func stacks() []ThreadStack {
 		}
 		out = append(out, ThreadStack{Thread: r.Thread, Method: r.Method, Target: r.Path, Stack: describe(python.SampleStack(r.TState))})
 	}
+	out = append(out, syncStacks(describe)...)
 	if wd != nil {
 		for _, s := range wd.Stalling() {
 			out = append(out, ThreadStack{Thread: "loop " + strconv.Itoa(s.Loop.Index()), Stack: describe(python.SampleStack(s.TState))})

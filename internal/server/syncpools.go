@@ -130,7 +130,8 @@ func watchSyncPools(cfg *config.Config, log *slog.Logger, m *metrics, pools ...*
 					if st.OldestQueued != 0 {
 						oldest = time.Duration(now - st.OldestQueued)
 					}
-					stack := joinFrames(python.SampleStack(p.ThreadState(i)))
+					frames := python.SampleStack(p.ThreadState(i))
+					stack := joinFrames(frames)
 					attrs := []any{"thread", name, "pool", p.Name(), "age_ms", age.Milliseconds(), "pinned", st.Bound,
 						"queued", st.Queued, "waiting_conns", st.WaitingConns, "oldest_wait_ms", oldest.Milliseconds(),
 						"conn", connTag(st.RunningTag), "stack", stack}
@@ -139,6 +140,7 @@ func watchSyncPools(cfg *config.Config, log *slog.Logger, m *metrics, pools ...*
 							s.next *= 2
 						}
 						log.Warn("slow sync call", attrs...)
+						keepSlowCall(name, st.RunningTag, age, frames)
 					}
 					if logTimeout {
 						s.timedOut = true
@@ -152,6 +154,81 @@ func watchSyncPools(cfg *config.Config, log *slog.Logger, m *metrics, pools ...*
 		}
 	}()
 	return func() { close(done) }
+}
+
+// keepSlowCall keeps a slow sync call as a slow-request record of the
+// watchdog (/debug/status slow_requests, turnstile top's LAST SLOW
+// REQUESTS), as a WSGI request's: the connection's method, path and start
+// (none once it is over), the thread, the call's age and its stack.
+func keepSlowCall(thread string, tag uint64, age time.Duration, frames []python.Frame) {
+	wd := activeWatchdog.Load()
+	if wd == nil {
+		return
+	}
+	rec := watchdog.Slow{Thread: thread, Start: time.Now().Add(-age), AgeMS: float64(age.Microseconds()) / 1000,
+		Stack: wd.Describe(frames)}
+	if f, ok := asgi.ByTag(tag); ok {
+		rec.Method, rec.Target, rec.Start = f.Method, f.Path, f.Start
+	}
+	wd.KeepSlow(rec)
+}
+
+// syncThreads maps each request a thread of the pools for sync work runs
+// a call of now ("METHOD PATH START_NS", as the watchdog keys requests)
+// to that thread's name: an ASGI request's thread in /debug/status.
+func syncThreads() map[string]string {
+	pools := syncPools.Load()
+	if pools == nil {
+		return nil
+	}
+	out := map[string]string{}
+	for _, p := range pools {
+		if p == nil {
+			continue
+		}
+		for i := range p.Threads() {
+			st := p.ThreadStats(i, false)
+			if st.RunningSince == 0 {
+				continue
+			}
+			if f, ok := asgi.ByTag(st.RunningTag); ok {
+				out[requestKey(f.Method, f.Path, f.Start)] = p.ThreadName(i)
+			}
+		}
+	}
+	return out
+}
+
+// syncStacks samples the stack of each thread of the pools for sync work
+// running a call now, with the connection's method and path when it is
+// still open.
+func syncStacks(describe func([]python.Frame) []string) []ThreadStack {
+	pools := syncPools.Load()
+	if pools == nil {
+		return nil
+	}
+	var out []ThreadStack
+	for _, p := range pools {
+		if p == nil {
+			continue
+		}
+		for i := range p.Threads() {
+			st := p.ThreadStats(i, false)
+			if st.RunningSince == 0 {
+				continue
+			}
+			ts := ThreadStack{Thread: p.ThreadName(i), Stack: describe(python.SampleStack(p.ThreadState(i)))}
+			if f, ok := asgi.ByTag(st.RunningTag); ok {
+				ts.Method, ts.Target = f.Method, f.Path
+			}
+			out = append(out, ts)
+		}
+	}
+	return out
+}
+
+func requestKey(method, path string, start time.Time) string {
+	return method + " " + path + " " + strconv.FormatInt(start.UnixNano(), 10)
 }
 
 // connTag renders a call's tag (_asgi.py: the Channel's slot << 32 |

@@ -354,10 +354,41 @@ func (m *Master) control(sig os.Signal) http.HandlerFunc {
 			http.Error(w, "POST only", http.StatusMethodNotAllowed)
 			return
 		}
+		if why := m.refuse(sig); why != "" {
+			http.Error(w, "refused: "+why, http.StatusConflict)
+			return
+		}
 		m.Signal(sig)
 		w.WriteHeader(http.StatusAccepted)
 		fmt.Fprintf(w, "ok: %s\n", signalName(sig))
 	}
+}
+
+// refuse says why the master would ignore sig now (the cases its loop
+// skips in silence, read from the snapshot), or "": the controls then
+// answer 409 instead of an "ok" for nothing.
+func (m *Master) refuse(sig os.Signal) string {
+	s := m.snap.Load()
+	if sig == syscall.SIGTERM {
+		return "" // a second one while stopping kills the workers, as the signal does
+	}
+	switch s.phase {
+	case phaseStarting:
+		return "the server is starting"
+	case phaseStopping:
+		return "the server is stopping"
+	}
+	switch sig {
+	case syscall.SIGTTOU:
+		if s.want <= 1 {
+			return "one worker is the least (--workers 1 now)"
+		}
+	case reloadCerts:
+		if t := m.cfg.TLS(); !t.Enabled() || t.ACME {
+			return "no --ssl-certfile to re-read (TLS off, or its certificates come from ACME)"
+		}
+	}
+	return ""
 }
 
 // threads concatenates every worker's /debug/threads (text: the threads of

@@ -662,6 +662,10 @@ func (w *Watchdog) keepSlow(s Slow) {
 	}
 }
 
+// KeepSlow keeps s among the slow-request records, as a WSGI request's
+// are kept: for the slow sync calls of an ASGI app's pools.
+func (w *Watchdog) KeepSlow(s Slow) { w.keepSlow(s) }
+
 // Slows returns the last slow-request records (at most KeepStalls),
 // oldest first.
 func (w *Watchdog) Slows() []Slow {
