@@ -164,3 +164,17 @@ func TestTop_WorkersStarting(t *testing.T) {
 		t.Errorf("ctl add-worker while starting: exit %d, %q", code, out)
 	}
 }
+
+// The help of top, ctl and version lists their own flags, not the
+// server's hundred (the root's persistent flags, which check takes).
+func TestCLI_SubcommandHelpOwnFlags(t *testing.T) {
+	for _, args := range [][]string{{"top", "--help"}, {"ctl", "--help"}, {"version", "--help"}} {
+		out, code := runTS(t, args...)
+		if code != 0 || strings.Contains(out, "--backlog") || strings.Contains(out, "Global Flags") {
+			t.Errorf("%v: exit %d; want its own flags only:\n%s", args, code, out)
+		}
+	}
+	if out, _ := runTS(t, "check", "--help"); !strings.Contains(out, "--backlog") {
+		t.Errorf("check --help lost the server's flags:\n%s", out)
+	}
+}

@@ -75,15 +75,21 @@ func run() int {
 	cmd.SetFlagErrorFunc(flagError)
 
 	cmd.AddCommand(checkCommand(&cfg, &code))
-	cmd.AddCommand(topCommand(&code), ctlCommand(&code))
-	cmd.AddCommand(&cobra.Command{
+	version := &cobra.Command{
 		Use:   "version",
 		Short: "Print turnstile's version and its CPython's (as --version)",
 		Args:  cobra.NoArgs,
 		Run: func(c *cobra.Command, _ []string) {
 			fmt.Println("turnstile version " + cmd.Version)
 		},
-	})
+	}
+	// The server's flags are the root's persistent flags (check takes
+	// them too); the help of the commands that ignore them does not list
+	// them.
+	for _, c := range []*cobra.Command{topCommand(&code), ctlCommand(&code), version} {
+		c.SetUsageTemplate(strings.Replace(c.UsageTemplate(), "{{if .HasAvailableInheritedFlags}}", "{{if false}}", 1))
+		cmd.AddCommand(c)
+	}
 
 	if err := cmd.Execute(); err != nil {
 		for _, line := range strings.Split(err.Error(), "\n") {
