@@ -161,7 +161,8 @@ func testEarlyHintsHTTP2(t *testing.T, app string) {
 }
 
 // Over HTTP/3 the 103 reaches quic-go's client (httptrace's
-// Got1xxResponse), and its Link fields stay out of the final head.
+// Got1xxResponse), its Link fields stay out of the final head, and the
+// final head keeps the app's status and fields.
 func TestEarlyHints_HTTP3(t *testing.T) {
 	p := newPKI(t)
 	for _, app := range []string{"hints_asgi:app", "hints_wsgi:app"} {
@@ -188,6 +189,23 @@ func TestEarlyHints_HTTP3(t *testing.T) {
 			}
 			if l := resp.Header.Values("Link"); len(l) != 0 {
 				t.Errorf("the final head carries the hints' Link fields: %q", l)
+			}
+
+			// The final head after a 103 is the app's: its status and
+			// fields (quic-go's Flush once committed a bare 200 instead).
+			got = nil
+			req, _ = http.NewRequestWithContext(httptrace.WithClientTrace(context.Background(), trace), "GET", httpsURL(s)+"/hints-404", nil)
+			resp, err = c.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			body, _ = io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != 404 || resp.Header.Get("X-Final") != "yes" || resp.Header.Get("Content-Type") != "text/plain" || string(body) != "ok extension=1" {
+				t.Errorf("/hints-404: %d %v %q; want 404 with x-final: yes and content-type: text/plain", resp.StatusCode, resp.Header, body)
+			}
+			if len(got) != 1 {
+				t.Errorf("/hints-404: 1xx responses %q; want one 103", got)
 			}
 		})
 	}
