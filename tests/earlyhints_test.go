@@ -8,6 +8,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/tls"
 	"io"
 	"net"
 	"net/http"
@@ -208,5 +209,28 @@ func TestEarlyHints_HTTP3(t *testing.T) {
 				t.Errorf("/hints-404: 1xx responses %q; want one 103", got)
 			}
 		})
+	}
+}
+
+// An HTTP/1.0 client over TLS offers ALPN "http/1.0" only (curl
+// --http1.0): the handshake succeeds (crypto/tls refused it with
+// no_application_protocol while only "h2" and "http/1.1" were listed),
+// and its request gets no 1xx, as on a plain connection.
+func TestEarlyHints_HTTP10OverTLS(t *testing.T) {
+	p := newPKI(t)
+	s := Start(t, append(p.TLSArgs(), "hints_asgi:app")...)
+	c, err := tls.Dial("tcp", s.Addr, &tls.Config{RootCAs: p.Pool, ServerName: "localhost", NextProtos: []string{"http/1.0"}})
+	if err != nil {
+		t.Fatalf("TLS handshake offering ALPN http/1.0: %v", err)
+	}
+	defer c.Close()
+	if np := c.ConnectionState().NegotiatedProtocol; np != "http/1.0" {
+		t.Errorf("ALPN negotiated %q; want http/1.0", np)
+	}
+	c.SetDeadline(time.Now().Add(10 * time.Second))
+	io.WriteString(c, "GET /hints HTTP/1.0\r\nHost: x\r\n\r\n")
+	out, _ := io.ReadAll(c)
+	if !strings.HasPrefix(string(out), "HTTP/1.1 200 OK\r\n") || strings.Contains(string(out), "103") || !strings.HasSuffix(string(out), "ok extension=1") {
+		t.Errorf("HTTP/1.0 over TLS /hints:\n%q", out)
 	}
 }
