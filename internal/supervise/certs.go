@@ -4,6 +4,7 @@ import (
 	"net/http"
 	"os"
 	"syscall"
+	"time"
 
 	"turnstile/internal/tlsconf"
 )
@@ -42,6 +43,9 @@ func (m *Master) forwardCerts(why string) bool {
 	if _, err := tlsconf.Load(&t); err != nil {
 		m.log.Error(why + ": TLS: certificates not reloaded, the workers keep the ones in use: " + err.Error())
 		return false
+	}
+	for _, w := range tlsconf.Validity(&t, time.Now()) {
+		m.log.Warn(why + ": TLS: " + w)
 	}
 	for _, p := range m.slots {
 		if p != nil && p.state == stateReady {
