@@ -190,6 +190,20 @@ func (st *stream) WriteHeaders(status int, fields []http1.Field, endStream bool)
 	return nil
 }
 
+// WriteTrailers implements http1.TrailerWriter: the fields go into the
+// header map under http.TrailerPrefix, and quic-go sends them as the
+// HEADERS frame after the DATA frames when the handler returns (RFC 9114
+// §4.1). The response is complete.
+func (st *stream) WriteTrailers(fields []http1.Field) error {
+	hdr := st.w.Header()
+	for _, f := range fields {
+		k := http.TrailerPrefix + http.CanonicalHeaderKey(string(f.Name))
+		hdr[k] = append(hdr[k], string(f.Value))
+	}
+	st.ended = true
+	return st.r.Context().Err()
+}
+
 // WriteData implements http1.Stream: quic-go's stream applies flow
 // control (RFC 9000 §4.1); the write deadline bounds the wait for the
 // peer's window.
