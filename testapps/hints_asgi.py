@@ -2,6 +2,7 @@
 
 /hints   early_hint with two links, then 200 "ok"; the body says whether
          the scope advertised the extension
+/hints-404  early_hint, then 404 with x-final: yes
 /late    200 start, then an early_hint (ignored: after the head), then "ok"
 /bad     an early_hint whose link holds CR LF: send() raises, so 500
 """
@@ -18,6 +19,10 @@ async def app(scope, receive, send):
     if path == "/hints":
         await send({"type": "http.response.early_hint", "links": LINKS})
         await send(start)
+    elif path == "/hints-404":
+        await send({"type": "http.response.early_hint", "links": LINKS})
+        await send({"type": "http.response.start", "status": 404,
+                    "headers": [(b"content-type", b"text/plain"), (b"x-final", b"yes")]})
     elif path == "/late":
         await send(start)
         await send({"type": "http.response.early_hint", "links": LINKS})

@@ -2,6 +2,7 @@
 gunicorn offers it).
 
 /hints   early hints with two Link headers, then 200 "ok"
+/hints-404  early hints, then 404 with X-Final: yes
 /late    start_response and a first block, then early hints (ignored)
 /bad     early hints with CR LF in a value: ValueError, so 500
 """
@@ -15,6 +16,10 @@ def app(environ, start_response):
     has = b"1" if callable(hints) else b"0"
     if path == "/hints":
         hints(HINTS)
+    elif path == "/hints-404":
+        hints(HINTS)
+        start_response("404 Not Found", [("Content-Type", "text/plain"), ("X-Final", "yes")])
+        return [b"ok extension=" + has]
     elif path == "/bad":
         hints([("Link", "</x>\r\nSet-Cookie: a=b")])
     elif path == "/late":

@@ -8,6 +8,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/tls"
 	"io"
 	"net"
 	"net/http"
@@ -161,7 +162,8 @@ func testEarlyHintsHTTP2(t *testing.T, app string) {
 }
 
 // Over HTTP/3 the 103 reaches quic-go's client (httptrace's
-// Got1xxResponse), and its Link fields stay out of the final head.
+// Got1xxResponse), its Link fields stay out of the final head, and the
+// final head keeps the app's status and fields.
 func TestEarlyHints_HTTP3(t *testing.T) {
 	p := newPKI(t)
 	for _, app := range []string{"hints_asgi:app", "hints_wsgi:app"} {
@@ -189,6 +191,46 @@ func TestEarlyHints_HTTP3(t *testing.T) {
 			if l := resp.Header.Values("Link"); len(l) != 0 {
 				t.Errorf("the final head carries the hints' Link fields: %q", l)
 			}
+
+			// The final head after a 103 is the app's: its status and
+			// fields (quic-go's Flush once committed a bare 200 instead).
+			got = nil
+			req, _ = http.NewRequestWithContext(httptrace.WithClientTrace(context.Background(), trace), "GET", httpsURL(s)+"/hints-404", nil)
+			resp, err = c.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			body, _ = io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != 404 || resp.Header.Get("X-Final") != "yes" || resp.Header.Get("Content-Type") != "text/plain" || string(body) != "ok extension=1" {
+				t.Errorf("/hints-404: %d %v %q; want 404 with x-final: yes and content-type: text/plain", resp.StatusCode, resp.Header, body)
+			}
+			if len(got) != 1 {
+				t.Errorf("/hints-404: 1xx responses %q; want one 103", got)
+			}
 		})
+	}
+}
+
+// An HTTP/1.0 client over TLS offers ALPN "http/1.0" only (curl
+// --http1.0): the handshake succeeds (crypto/tls refused it with
+// no_application_protocol while only "h2" and "http/1.1" were listed),
+// and its request gets no 1xx, as on a plain connection.
+func TestEarlyHints_HTTP10OverTLS(t *testing.T) {
+	p := newPKI(t)
+	s := Start(t, append(p.TLSArgs(), "hints_asgi:app")...)
+	c, err := tls.Dial("tcp", s.Addr, &tls.Config{RootCAs: p.Pool, ServerName: "localhost", NextProtos: []string{"http/1.0"}})
+	if err != nil {
+		t.Fatalf("TLS handshake offering ALPN http/1.0: %v", err)
+	}
+	defer c.Close()
+	if np := c.ConnectionState().NegotiatedProtocol; np != "http/1.0" {
+		t.Errorf("ALPN negotiated %q; want http/1.0", np)
+	}
+	c.SetDeadline(time.Now().Add(10 * time.Second))
+	io.WriteString(c, "GET /hints HTTP/1.0\r\nHost: x\r\n\r\n")
+	out, _ := io.ReadAll(c)
+	if !strings.HasPrefix(string(out), "HTTP/1.1 200 OK\r\n") || strings.Contains(string(out), "103") || !strings.HasSuffix(string(out), "ok extension=1") {
+		t.Errorf("HTTP/1.0 over TLS /hints:\n%q", out)
 	}
 }

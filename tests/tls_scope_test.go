@@ -5,10 +5,15 @@ package tests
 // a plain connection, never from a proxy's headers.
 
 import (
+	"crypto/rand"
 	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/asn1"
 	"encoding/json"
 	"encoding/pem"
 	"io"
+	"math/big"
 	"net/http"
 	"os"
 	"strings"
@@ -168,4 +173,46 @@ func TestTLS_ScopeAndEnviron(t *testing.T) {
 			t.Errorf("plain connection, X-Forwarded-Proto https: %s; want no SSL_* keys", body)
 		}
 	})
+}
+
+// The subject names are RFC 4514 strings of the certificate's own RDN
+// order (last RDN first): a subject encoded CN then O is
+// "O=Example,CN=alice" (pkix.Name.String gave Go's own order,
+// "CN=alice,O=Example", as for a subject encoded O then CN), as
+// openssl's -nameopt RFC2253 and mod_ssl write it.
+func TestTLS_ClientCertNameRFC4514(t *testing.T) {
+	p := newPKI(t)
+	cn, o, ou := asn1.ObjectIdentifier{2, 5, 4, 3}, asn1.ObjectIdentifier{2, 5, 4, 10}, asn1.ObjectIdentifier{2, 5, 4, 11}
+	key := newKey(t)
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(77),
+		Subject: pkix.Name{ExtraNames: []pkix.AttributeTypeAndValue{
+			{Type: cn, Value: "alice"}, {Type: o, Value: "Example"}, {Type: ou, Value: "ops"},
+		}},
+		NotBefore:   time.Now().Add(-time.Hour),
+		NotAfter:    time.Now().Add(time.Hour),
+		KeyUsage:    x509.KeyUsageDigitalSignature,
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, p.ca, &key.PublicKey, p.caKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cert := tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}
+	const want = "OU=ops,O=Example,CN=alice"
+	args := append(p.TLSArgs(), "--ssl-ca", p.CAFile, "--ssl-client-verify", "required")
+	asgi := Start(t, append(args, "tls_echo:asgi")...)
+	wsgi := Start(t, append(args, "tls_echo:app")...)
+	c := tlsClients(p, cert)["1.1"]
+	_, body := getBody(t, c, httpsURL(asgi)+"/")
+	var sc tlsScope
+	if err := json.Unmarshal(body, &sc); err != nil || sc.TLS == nil || sc.TLS.ClientCertName == nil || *sc.TLS.ClientCertName != want {
+		t.Errorf("ASGI client_cert_name: %s; want %q", body, want)
+	}
+	_, body = getBody(t, c, httpsURL(wsgi)+"/")
+	var env map[string]string
+	json.Unmarshal(body, &env)
+	if env["SSL_CLIENT_S_DN"] != want || env["SSL_CLIENT_I_DN"] != "CN=turnstile test CA" {
+		t.Errorf("WSGI SSL_CLIENT_S_DN %q, SSL_CLIENT_I_DN %q; want %q and CN=turnstile test CA", env["SSL_CLIENT_S_DN"], env["SSL_CLIENT_I_DN"], want)
+	}
 }

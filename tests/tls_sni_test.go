@@ -17,6 +17,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -240,7 +241,11 @@ func TestTLS_ReloadCertificatesUnderLoad(t *testing.T) {
 	p.WriteServerCert(t, 300)
 	okder, _ := x509.MarshalPKCS8PrivateKey(newKey(t))
 	writePEM(t, p.KeyFile, "PRIVATE KEY", okder)
-	ctlPost(t, s, "/ctl/reload-certs")
+	// `turnstile ctl reload-certs` says so and exits 1 (it said "ok").
+	out, err := exec.Command(binPath(t), "ctl", "reload-certs", "--admin", adminAddr(s)).CombinedOutput()
+	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 1 || !strings.Contains(string(out), "422") || !strings.Contains(string(out), "tls: private key does not match public key") {
+		t.Errorf("ctl reload-certs with a mismatched key: %v\n%s\nwant exit status 1 with the 422 and the reason", err, out)
+	}
 	supWaitLog(t, s, 10*time.Second, 1, "reload-certs: TLS: certificates not reloaded, the workers keep the ones in use: --ssl-certfile "+p.CertFile+" / --ssl-keyfile "+p.KeyFile+": tls: private key does not match public key")
 	if got, err := sniSerial(s.Addr, ""); err != nil || got != 200 {
 		t.Errorf("after a mismatched key: serial %d, %v; want 200 still", got, err)

@@ -646,3 +646,37 @@ func TestTLS_SSLCiphersBad(t *testing.T) {
 		})
 	}
 }
+
+// An expired certificate is served (crypto/tls does not check it) but
+// start-up and a reload warn, naming the file and the date: clients will
+// refuse every handshake.
+func TestTLS_ExpiredCertificateWarns(t *testing.T) {
+	p := newPKI(t)
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(900),
+		Subject:      pkix.Name{CommonName: "turnstile-test"},
+		NotBefore:    time.Now().Add(-48 * time.Hour),
+		NotAfter:     time.Now().Add(-24 * time.Hour),
+		KeyUsage:     x509.KeyUsageDigitalSignature,
+		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+		DNSNames:     []string{"localhost"},
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, p.ca, &p.serverKey.PublicKey, p.caKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	writePEM(t, p.CertFile, "CERTIFICATE", der)
+	s := Start(t, append(p.TLSArgs(), "h2_wsgi:app")...)
+	want := "TLS: --ssl-certfile " + p.CertFile + ": the certificate expired on " + tmpl.NotAfter.UTC().Format(time.RFC3339)
+	if !strings.Contains(s.Logs(), want) {
+		t.Errorf("no start-up warning %q:\n%s", want, s.Logs())
+	}
+	ctlPost(t, s, "/ctl/reload-certs")
+	deadline := time.Now().Add(10 * time.Second)
+	for !strings.Contains(s.Logs(), "reload-certs: "+want) {
+		if time.Now().After(deadline) {
+			t.Fatalf("no reload warning %q:\n%s", "reload-certs: "+want, s.Logs())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}

@@ -268,6 +268,12 @@ func TestCtl_LiveServer(t *testing.T) {
 	ctl("remove-worker")
 	before := waitWorkers(1, nil)
 	pid := onlyWorker(t, before)["pid"]
+	// A server without --ssl-certfile has no certificates to re-read:
+	// 409 and exit status 1 (it said "ok" while the master ignored it).
+	if out, err := exec.Command(binPath(t), "ctl", "reload-certs", "--admin", adminAddr(s)).CombinedOutput(); err == nil ||
+		!strings.Contains(string(out), "409") || !strings.Contains(string(out), "nothing to reload") {
+		t.Errorf("ctl reload-certs without TLS: %v\n%s\nwant exit status 1 and the 409", err, out)
+	}
 	ctl("reload")
 	after := waitWorkers(1, func(v map[string]any) bool {
 		return v["restarts"].(map[string]any)["hup"] == 1.0 && onlyWorker(t, v)["pid"] != pid

@@ -2,9 +2,11 @@ package tests
 
 // Response trailers (RFC 9110 §6.5): the ASGI http.response.trailers
 // extension after a chunked HTTP/1.1 body (RFC 9112 §7.1.2) and as the
-// HEADERS frame ending an HTTP/2 stream (RFC 9113 §8.1).
+// HEADERS frame ending an HTTP/2 stream (RFC 9113 §8.1) or an HTTP/3 one
+// (RFC 9114 §4.1).
 
 import (
+	"io"
 	"strconv"
 	"strings"
 	"testing"
@@ -84,6 +86,37 @@ func TestTrailers_ASGI_HTTP2(t *testing.T) {
 		blocks, _ := h2Exchange(t, s.Addr, path)
 		if len(blocks) != 1 {
 			t.Errorf("%s: header blocks %v; want the head alone", path, blocks)
+		}
+	}
+}
+
+// Over HTTP/3 the trailers are the HEADERS frame after the DATA frames
+// (RFC 9114 §4.1), as quic-go's client reads them into resp.Trailer
+// (they were dropped while the scope advertised the extension).
+func TestTrailers_ASGI_HTTP3(t *testing.T) {
+	p := newPKI(t)
+	s := startH3(t, p, "trailers_asgi:app")
+	c := h3Client(t, p)
+	for _, path := range []string{"/trailers", "/whole", "/cl", "/unasked"} {
+		resp, err := c.Get(httpsURL(s) + path)
+		if err != nil {
+			t.Fatalf("%s over HTTP/3: %v", path, err)
+		}
+		body, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if err != nil || resp.ProtoMajor != 3 || resp.StatusCode != 200 {
+			t.Fatalf("%s: %s %d, %v", path, resp.Proto, resp.StatusCode, err)
+		}
+		got := resp.Trailer.Get("X-Checksum") + "," + resp.Trailer.Get("X-More")
+		want := "abc,1"
+		if path == "/cl" || path == "/unasked" {
+			want = ","
+		}
+		if got != want {
+			t.Errorf("%s: trailers %v; want x-checksum, x-more %q", path, resp.Trailer, want)
+		}
+		if path != "/cl" && string(body) != "ab1" {
+			t.Errorf("%s body %q", path, body)
 		}
 	}
 }

@@ -527,7 +527,7 @@ func (s *slot) buildScope(r *http1.Request, rootPath string) ([]byte, int) {
 			add(C.TS_SC_TLS_CLIENT_CERT, nil, http1.CertPEM(c.Raw))
 		}
 		if len(ts.PeerCertificates) > 0 {
-			add(C.TS_SC_TLS_CLIENT_NAME, nil, []byte(ts.PeerCertificates[0].Subject.String()))
+			add(C.TS_SC_TLS_CLIENT_NAME, nil, []byte(http1.DN(ts.PeerCertificates[0].RawSubject, ts.PeerCertificates[0].Subject)))
 		}
 	}
 	for i := range r.Header {

@@ -107,6 +107,7 @@ type stream struct {
 	expect bool // send 100 Continue before the first body read
 	eof    bool
 	ended  bool // the response is complete: the handler returns soon
+	final  bool // the final (non-1xx) head was given to quic-go
 }
 
 // ReadData implements http1.Stream. The first call sends 100 Continue
@@ -181,11 +182,26 @@ func (st *stream) WriteHeaders(status int, fields []http1.Field, endStream bool)
 		}
 		return nil
 	}
+	st.final = true
 	if endStream {
 		st.ended = true
 		return st.flush()
 	}
 	return nil
+}
+
+// WriteTrailers implements http1.TrailerWriter: the fields go into the
+// header map under http.TrailerPrefix, and quic-go sends them as the
+// HEADERS frame after the DATA frames when the handler returns (RFC 9114
+// §4.1). The response is complete.
+func (st *stream) WriteTrailers(fields []http1.Field) error {
+	hdr := st.w.Header()
+	for _, f := range fields {
+		k := http.TrailerPrefix + http.CanonicalHeaderKey(string(f.Name))
+		hdr[k] = append(hdr[k], string(f.Value))
+	}
+	st.ended = true
+	return st.r.Context().Err()
 }
 
 // WriteData implements http1.Stream: quic-go's stream applies flow
@@ -208,8 +224,14 @@ func (st *stream) flush() error {
 	return st.rc.Flush()
 }
 
-// Flush implements http1.Stream.
+// Flush implements http1.Stream. Before the final head there is nothing
+// to flush (quic-go wrote an interim head at once), and quic-go's Flush
+// would commit a 200 with whatever the header map holds then, so that the
+// app's own status and fields after a 103 were lost.
 func (st *stream) Flush() error {
+	if !st.final {
+		return st.r.Context().Err()
+	}
 	if err := st.flush(); err != nil {
 		return err
 	}

@@ -1,7 +1,10 @@
 package supervise
 
 import (
+	"net/http"
+	"os"
 	"syscall"
+	"time"
 
 	"turnstile/internal/tlsconf"
 )
@@ -41,10 +44,39 @@ func (m *Master) forwardCerts(why string) bool {
 		m.log.Error(why + ": TLS: certificates not reloaded, the workers keep the ones in use: " + err.Error())
 		return false
 	}
+	for _, w := range tlsconf.Validity(&t, time.Now()) {
+		m.log.Warn(why + ": TLS: " + w)
+	}
 	for _, p := range m.slots {
 		if p != nil && p.state == stateReady {
 			p.signal(syscall.SIGHUP)
 		}
 	}
 	return true
+}
+
+// controlCerts answers POST /ctl/reload and /ctl/reload-certs as control
+// does, but first reads the certificate files as forwardCerts will: when
+// they do not load, the answer is 422 with the reason (so `turnstile ctl`
+// exits 1 saying why, instead of "ok" while nothing was reloaded), and
+// reload-certs without certificate files is 409 (the loop ignored it).
+// The action is posted either way when there are files: the loop's own read decides, and writes
+// the error record and the systemd status as for a SIGHUP.
+func (m *Master) controlCerts(sig os.Signal) http.HandlerFunc {
+	post := m.control(sig)
+	return func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodPost {
+			if t := m.cfg.TLS(); sig == reloadCerts && (!t.Enabled() || t.ACME) {
+				http.Error(w, "reload-certs: nothing to reload: the server has no --ssl-certfile (no TLS, or --acme-domain, whose certificates renew themselves)", http.StatusConflict)
+				return
+			} else if t.Enabled() && !t.ACME {
+				if _, err := tlsconf.Load(&t); err != nil {
+					m.Signal(sig)
+					http.Error(w, signalName(sig)+": TLS: certificates not reloaded, the workers keep the ones in use: "+err.Error(), http.StatusUnprocessableEntity)
+					return
+				}
+			}
+		}
+		post(w, r)
+	}
 }

@@ -223,6 +223,9 @@ func Run(cfg *config.Config, stderr io.Writer) int {
 			log.Error("turnstile: TLS: " + err.Error())
 			return ExitFailed
 		}
+		for _, w := range tlsconf.Validity(&t, time.Now()) {
+			log.Warn("TLS: " + w)
+		}
 		if t.CAUnused() {
 			log.Warn("--ssl-ca is given but client certificates are not requested until --ssl-client-verify optional or required", "ssl_ca", t.CAFile)
 		}

@@ -2,10 +2,13 @@ package tlsconf
 
 import (
 	"crypto/tls"
+	"crypto/x509"
 	"encoding/pem"
 	"errors"
 	"fmt"
+	"os"
 	"sync/atomic"
+	"time"
 )
 
 // Certs is the certificate set of a TLS listener (HTTP/1.1, HTTP/2 and
@@ -128,4 +131,40 @@ func (set *certSet) pick(hello *tls.ClientHelloInfo) int {
 func (s *Certs) ServerCert(serverName string) []byte {
 	set := s.set.Load()
 	return set.leafs[set.pick(&tls.ClientHelloInfo{ServerName: serverName})]
+}
+
+// Validity returns one line per --ssl-certfile whose leaf certificate is
+// not valid at now: expired (NotAfter before now) or not yet valid
+// (NotBefore after now), naming the file and the date (RFC 5280
+// §4.1.2.5). crypto/tls serves such a certificate as any other and
+// clients then refuse every handshake, so start-up and a reload warn.
+// Files that do not read or parse are skipped (Load reports them).
+func Validity(c *Config, now time.Time) []string {
+	var out []string
+	for _, f := range c.CertFiles {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			continue
+		}
+		var leaf *x509.Certificate
+		for {
+			var blk *pem.Block
+			blk, b = pem.Decode(b)
+			if blk == nil {
+				break
+			}
+			if blk.Type == "CERTIFICATE" {
+				leaf, _ = x509.ParseCertificate(blk.Bytes)
+				break
+			}
+		}
+		switch {
+		case leaf == nil:
+		case now.After(leaf.NotAfter):
+			out = append(out, fmt.Sprintf("--ssl-certfile %s: the certificate expired on %s (%s ago): clients will refuse it", f, leaf.NotAfter.UTC().Format(time.RFC3339), now.Sub(leaf.NotAfter).Round(time.Second)))
+		case now.Before(leaf.NotBefore):
+			out = append(out, fmt.Sprintf("--ssl-certfile %s: the certificate is not valid before %s: clients will refuse it until then", f, leaf.NotBefore.UTC().Format(time.RFC3339)))
+		}
+	}
+	return out
 }

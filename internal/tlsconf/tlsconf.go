@@ -20,6 +20,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 
 	"github.com/youmark/pkcs8"
@@ -194,7 +195,7 @@ func LoadCerts(c *Config) (*tls.Config, *Certs, error) {
 	tc := &tls.Config{
 		MinVersion:   mv,
 		CipherSuites: suites,
-		NextProtos:   c.NextProtos,
+		NextProtos:   alpn(c.NextProtos),
 	}
 	if certs != nil {
 		tc.GetCertificate = certs.GetCertificate
@@ -204,6 +205,21 @@ func LoadCerts(c *Config) (*tls.Config, *Certs, error) {
 		return nil, nil, err
 	}
 	return tc, certs, nil
+}
+
+// alpn is the ALPN list given to crypto/tls: protos, and "http/1.0"
+// after "http/1.1" when that is offered. A client that offers only
+// "http/1.0" (curl --http1.0) is otherwise refused in the handshake
+// (no_application_protocol, RFC 7301 §3.2: crypto/tls enforces an
+// overlap) although HTTP/1.0 is served over HTTP/1.1's code; nginx
+// accepts it likewise. The "listening" line names protos only.
+func alpn(protos []string) []string {
+	for i, p := range protos {
+		if p == "http/1.1" {
+			return append(append(slices.Clone(protos[:i+1]), "http/1.0"), protos[i+1:]...)
+		}
+	}
+	return protos
 }
 
 // loadCert reads pair i: CertFiles[i] and KeyFiles[i].

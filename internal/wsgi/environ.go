@@ -113,8 +113,8 @@ func buildEnviron(b []byte, r *http1.Request, scriptName []byte, scratch *[]byte
 		if pc := ts.PeerCertificates; len(pc) > 0 {
 			add(0, []byte("SSL_CLIENT_VERIFY"), []byte("SUCCESS"))
 			add(0, []byte("SSL_CLIENT_CERT"), http1.CertPEM(pc[0].Raw))
-			add(0, []byte("SSL_CLIENT_S_DN"), []byte(pc[0].Subject.String()))
-			add(0, []byte("SSL_CLIENT_I_DN"), []byte(pc[0].Issuer.String()))
+			add(0, []byte("SSL_CLIENT_S_DN"), []byte(http1.DN(pc[0].RawSubject, pc[0].Subject)))
+			add(0, []byte("SSL_CLIENT_I_DN"), []byte(http1.DN(pc[0].RawIssuer, pc[0].Issuer)))
 			add(0, []byte("SSL_CLIENT_M_SERIAL"), []byte(strings.ToUpper(pc[0].SerialNumber.Text(16))))
 			for i, c := range pc[1:] {
 				add(0, []byte("SSL_CLIENT_CERT_CHAIN_"+strconv.Itoa(i)), http1.CertPEM(c.Raw))
