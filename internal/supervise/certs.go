@@ -58,18 +58,16 @@ func (m *Master) forwardCerts(why string) bool {
 // controlCerts answers POST /ctl/reload and /ctl/reload-certs as control
 // does, but first reads the certificate files as forwardCerts will: when
 // they do not load, the answer is 422 with the reason (so `turnstile ctl`
-// exits 1 saying why, instead of "ok" while nothing was reloaded), and
-// reload-certs without certificate files is 409 (the loop ignored it).
+// exits 1 saying why, instead of "ok" while nothing was reloaded);
+// reload-certs without certificate files is control's 409 (refuse).
 // The action is posted either way when there are files: the loop's own read decides, and writes
 // the error record and the systemd status as for a SIGHUP.
 func (m *Master) controlCerts(sig os.Signal) http.HandlerFunc {
 	post := m.control(sig)
 	return func(w http.ResponseWriter, r *http.Request) {
 		if r.Method == http.MethodPost {
-			if t := m.cfg.TLS(); sig == reloadCerts && (!t.Enabled() || t.ACME) {
-				http.Error(w, "reload-certs: nothing to reload: the server has no --ssl-certfile (no TLS, or --acme-domain, whose certificates renew themselves)", http.StatusConflict)
-				return
-			} else if t.Enabled() && !t.ACME {
+			// reload-certs without certificate files: control's refuse (409)
+			if t := m.cfg.TLS(); t.Enabled() && !t.ACME {
 				if _, err := tlsconf.Load(&t); err != nil {
 					m.Signal(sig)
 					http.Error(w, signalName(sig)+": TLS: certificates not reloaded, the workers keep the ones in use: "+err.Error(), http.StatusUnprocessableEntity)
