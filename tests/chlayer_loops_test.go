@@ -1,0 +1,203 @@
+package tests
+
+// The Channels layer across several event loops of a worker (issue 22's
+// --loops meets issue 21's layer): testapps/chlayer/rooms_site.py's rooms,
+// with AsyncWebsocketConsumer and WebsocketConsumer (async_to_sync) sessions
+// spread over the loops, on turnstile.channels.ChannelLayer and on djust
+// 1.3.0rc13's MultiLoopInMemoryChannelLayer.
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/gorilla/websocket"
+)
+
+// TestChannelLayer_Loops: rooms whose members sit on every loop (and, with
+// --workers 2, on both workers) all send group messages at once, from async
+// and sync consumers. Sessions spread over the loops; every member of a
+// room gets every message of the room, in one order for all members and
+// each sender's messages in the order sent; an async member's handler runs
+// on its own loop; and nothing is logged as an error. The sessions turn
+// their loop's asyncio debug mode on (ROOMS_ASYNCIO_DEBUG), so a receive
+// future resolved from another loop's thread would fail with asyncio's
+// "Non-thread-safe operation" error instead of passing unseen.
+func TestChannelLayer_Loops(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		args  []string
+		layer string // ROOMS_LAYER
+	}{
+		{"turnstile_loops4", []string{"--loops", "4"}, ""},
+		{"turnstile_workers2_loops2", []string{"--workers", "2", "--loops", "2"}, ""},
+		{"djust_loops4", []string{"--loops", "4"}, "djust"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if tc.layer == "djust" {
+				venv := os.Getenv("TURNSTILE_VENV")
+				if venv == "" || exec.Command(filepath.Join(venv, "bin", "python"), "-c", "import djust.layers").Run() != nil {
+					t.Skip("djust is not installed in the test virtualenv (requirements/test.txt)")
+				}
+			}
+			t.Setenv("ROOMS_LAYER", tc.layer)
+			t.Setenv("ROOMS_ASYNCIO_DEBUG", "1")
+			testLayerLoops(t, tc.args)
+		})
+	}
+}
+
+func testLayerLoops(t *testing.T, args []string) {
+	const rooms, per, sends = 3, 8, 10
+	loops := 0
+	for i, a := range args {
+		if a == "--loops" {
+			fmt.Sscan(args[i+1], &loops)
+		}
+	}
+	s := Start(t, append(append([]string{}, args...), "--app-dir", filepath.Join(AppDir(), "chlayer"), "rooms_site:application")...)
+	type session struct {
+		c    *websocket.Conn
+		room int
+		kind string // async, sync
+		pid  int
+		loop string
+		got  []string
+		on   map[string]int // the threads its handler ran on (async)
+	}
+	var sessions []*session
+	perWorker := map[int]map[string]int{} // pid → loop → sessions
+	for i := 0; i < rooms*per; i++ {
+		kind := []string{"async", "sync"}[i/rooms%2]
+		c, _, err := wsDial(s, fmt.Sprintf("/ws/%s/r%d/?hello=1", kind, i%rooms))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		var hello struct {
+			Hello int
+			Loop  string
+		}
+		c.SetReadDeadline(time.Now().Add(10 * time.Second))
+		if err := c.ReadJSON(&hello); err != nil || hello.Hello == 0 || !strings.HasPrefix(hello.Loop, "ts-loop-") {
+			t.Fatalf("session %d (%s): hello: %v %+v", i, kind, err, hello)
+		}
+		se := &session{c: c, room: i % rooms, kind: kind, pid: hello.Hello, loop: hello.Loop, on: map[string]int{}}
+		sessions = append(sessions, se)
+		if perWorker[se.pid] == nil {
+			perWorker[se.pid] = map[string]int{}
+		}
+		perWorker[se.pid][se.loop]++
+	}
+	t.Logf("sessions by worker pid and loop: %v", perWorker)
+	// Spread: a worker with at least as many sessions as loops serves them
+	// on every loop (Go gives a new connection the loop with the fewest in
+	// flight, and these sessions stay open).
+	for pid, byLoop := range perWorker {
+		n := 0
+		for _, k := range byLoop {
+			n += k
+		}
+		if n >= loops && len(byLoop) != loops {
+			t.Errorf("worker %d: %d sessions on %d loop(s) %v; want every one of %d loops", pid, n, len(byLoop), byLoop, loops)
+		}
+	}
+	// Every room has members on several loops, of both kinds.
+	for r := 0; r < rooms; r++ {
+		where, kinds := map[string]bool{}, map[string]bool{}
+		for _, se := range sessions {
+			if se.room == r {
+				where[fmt.Sprintf("%d/%s", se.pid, se.loop)] = true
+				kinds[se.kind] = true
+			}
+		}
+		if len(where) < 2 || len(kinds) != 2 {
+			t.Fatalf("room %d: members on %v, kinds %v; want several loops and both kinds", r, where, kinds)
+		}
+	}
+	start := time.Now()
+	var wg sync.WaitGroup
+	for i, se := range sessions {
+		wg.Add(2)
+		go func(i int, se *session) { // sender: one message every 5 ms
+			defer wg.Done()
+			for k := 0; k < sends; k++ {
+				if err := se.c.WriteMessage(websocket.TextMessage, []byte(fmt.Sprintf("s%d-%d", i, k))); err != nil {
+					t.Errorf("session %d: write: %v", i, err)
+					return
+				}
+				time.Sleep(5 * time.Millisecond)
+			}
+		}(i, se)
+		go func(se *session) { // reader: every message of the room
+			defer wg.Done()
+			for len(se.got) < per*sends {
+				se.c.SetReadDeadline(time.Now().Add(10 * time.Second))
+				var m struct{ Text, Via, On string }
+				if se.c.ReadJSON(&m) != nil {
+					return
+				}
+				se.got = append(se.got, m.Text)
+				if se.kind == "async" {
+					se.on[m.On]++
+				}
+			}
+		}(se)
+	}
+	wg.Wait()
+	t.Logf("%d sessions in %d rooms, %d sends each, in %v", len(sessions), rooms, sends, time.Since(start))
+	first := map[int]int{} // room → its first session
+	for i, se := range sessions {
+		if len(se.got) != per*sends {
+			t.Errorf("session %d (%s, room %d, %d/%s): %d of the room's %d messages", i, se.kind, se.room, se.pid, se.loop, len(se.got), per*sends)
+		}
+		if se.kind == "async" && (len(se.on) != 1 || se.on[se.loop] == 0) {
+			t.Errorf("session %d on %s: its handler ran on %v; want its own loop only", i, se.loop, se.on)
+		}
+		f, ok := first[se.room]
+		if !ok {
+			first[se.room] = i
+			continue
+		}
+		if strings.Join(se.got, ",") != strings.Join(sessions[f].got, ",") {
+			t.Errorf("room %d: session %d (%d/%s) got another order than session %d (%d/%s):\n%v\n%v",
+				se.room, i, se.pid, se.loop, f, sessions[f].pid, sessions[f].loop, se.got, sessions[f].got)
+		}
+	}
+	// Each sender's messages, all of them, in the order sent.
+	for r, f := range first {
+		next := map[string]int{}
+		for _, text := range sessions[f].got {
+			var i, k int
+			if _, err := fmt.Sscanf(text, "s%d-%d", &i, &k); err != nil || sessions[i].room != r {
+				t.Errorf("room %d: a message %q from outside the room", r, text)
+				continue
+			}
+			key := fmt.Sprint(i)
+			if k != next[key] {
+				t.Errorf("room %d: sender %d's message %d came after %d; want the order sent", r, i, k, next[key]-1)
+			}
+			next[key] = k + 1
+		}
+	}
+	var bad []string
+	for _, rec := range logRecords(s.Logs()) {
+		text := recordText(rec)
+		for _, w := range []string{"different loop", "different event loop", "Non-thread-safe", "Task exception was never retrieved"} {
+			if strings.Contains(text, w) {
+				bad = append(bad, text)
+			}
+		}
+	}
+	sort.Strings(bad)
+	if len(bad) > 0 {
+		t.Errorf("the log names a cross-loop misuse:\n%s", strings.Join(bad, "\n"))
+	}
+	wsNoTracebacks(t, s)
+}
