@@ -48,12 +48,12 @@ func TestChannelLayer_Loops(t *testing.T) {
 			}
 			t.Setenv("ROOMS_LAYER", tc.layer)
 			t.Setenv("ROOMS_ASYNCIO_DEBUG", "1")
-			testLayerLoops(t, tc.args)
+			testLayerLoops(t, tc.args, tc.layer)
 		})
 	}
 }
 
-func testLayerLoops(t *testing.T, args []string) {
+func testLayerLoops(t *testing.T, args []string, layer string) {
 	const rooms, per, sends = 3, 8, 10
 	loops := 0
 	for i, a := range args {
@@ -63,39 +63,65 @@ func testLayerLoops(t *testing.T, args []string) {
 	}
 	s := Start(t, append(append([]string{}, args...), "--app-dir", filepath.Join(AppDir(), "chlayer"), "rooms_site:application")...)
 	type session struct {
-		c    *websocket.Conn
-		room int
-		kind string // async, sync
-		pid  int
-		loop string
-		got  []string
-		on   map[string]int // the threads its handler ran on (async)
+		c     *websocket.Conn
+		room  int
+		kind  string // async, sync
+		pid   int
+		loop  string
+		layer int64 // id() of its channel layer instance
+		got   []string
+		on    map[string]int // the threads its handler ran on (async)
 	}
-	var sessions []*session
-	perWorker := map[int]map[string]int{} // pid → loop → sessions
-	for i := 0; i < rooms*per; i++ {
+	// Dialled all at once, as clients reconnect after a restart: the
+	// first sessions of every loop start together (and so make the
+	// layer's first instance together, see the README).
+	sessions := make([]*session, rooms*per)
+	concurrently(t, rooms*per, func(i int) error {
 		kind := []string{"async", "sync"}[i/rooms%2]
 		c, _, err := wsDial(s, fmt.Sprintf("/ws/%s/r%d/?hello=1", kind, i%rooms))
 		if err != nil {
-			t.Fatal(err)
+			return err
 		}
-		defer c.Close()
+		t.Cleanup(func() { c.Close() })
 		var hello struct {
 			Hello int
 			Loop  string
+			Layer int64
 		}
 		c.SetReadDeadline(time.Now().Add(10 * time.Second))
 		if err := c.ReadJSON(&hello); err != nil || hello.Hello == 0 || !strings.HasPrefix(hello.Loop, "ts-loop-") {
-			t.Fatalf("session %d (%s): hello: %v %+v", i, kind, err, hello)
+			return fmt.Errorf("session %d (%s): hello: %v %+v", i, kind, err, hello)
 		}
-		se := &session{c: c, room: i % rooms, kind: kind, pid: hello.Hello, loop: hello.Loop, on: map[string]int{}}
-		sessions = append(sessions, se)
+		sessions[i] = &session{c: c, room: i % rooms, kind: kind, pid: hello.Hello, loop: hello.Loop, layer: hello.Layer, on: map[string]int{}}
+		return nil
+	})
+	if t.Failed() {
+		t.FailNow()
+	}
+	perWorker := map[int]map[string]int{} // pid → loop → sessions
+	for _, se := range sessions {
 		if perWorker[se.pid] == nil {
 			perWorker[se.pid] = map[string]int{}
 		}
 		perWorker[se.pid][se.loop]++
 	}
-	t.Logf("sessions by worker pid and loop: %v", perWorker)
+	layers := map[int]map[int64]int{}
+	for _, se := range sessions {
+		if layers[se.pid] == nil {
+			layers[se.pid] = map[int64]int{}
+		}
+		layers[se.pid][se.layer]++
+	}
+	t.Logf("sessions by worker pid and loop: %v; by layer instance: %v", perWorker, layers)
+	// djust's layer holds its messages in the instance: two instances in
+	// one worker (Channels makes it on first use, and the first sessions
+	// of every loop start together) would not see each other's messages.
+	// turnstile's instances share the worker's Go store.
+	for pid, ids := range layers {
+		if layer == "djust" && len(ids) != 1 {
+			t.Errorf("worker %d: the sessions use %d instances of djust's layer %v; want one", pid, len(ids), ids)
+		}
+	}
 	// Spread: a worker with at least as many sessions as loops serves them
 	// on every loop (Go gives a new connection the loop with the fewest in
 	// flight, and these sessions stay open).

@@ -80,7 +80,7 @@ class AsyncRoom(AsyncWebsocketConsumer):
         await self.accept()
         if b"hello=1" in self.scope["query_string"]:
             # which worker and loop serve this session (tests/chlayer_test.go, chlayer_loops_test.go)
-            await self.send(text_data=json.dumps({"hello": os.getpid(), "loop": threading.current_thread().name}))
+            await self.send(text_data=json.dumps({"hello": os.getpid(), "loop": threading.current_thread().name, "layer": id(self.channel_layer)}))
 
     async def disconnect(self, code):
         await self.channel_layer.group_discard(self.room, self.channel_name)
@@ -103,7 +103,7 @@ class SyncRoom(WebsocketConsumer):
         async_to_sync(self.channel_layer.group_add)(self.room, self.channel_name)
         self.accept()
         if b"hello=1" in self.scope["query_string"]:
-            self.send(text_data=json.dumps({"hello": os.getpid(), "loop": self.loop_name}))
+            self.send(text_data=json.dumps({"hello": os.getpid(), "loop": self.loop_name, "layer": id(self.channel_layer)}))
 
     def disconnect(self, code):
         async_to_sync(self.channel_layer.group_discard)(self.room, self.channel_name)
