@@ -63,6 +63,12 @@ def push(request, room):
 
 urlpatterns = [path("push/<str:room>/", push)]
 
+if os.environ.get("ROOMS_LAYER") == "djust":
+    # An in-process layer must be one instance: made here, at import, not
+    # lazily by the first session of each loop at once (README, "The channel
+    # layer"). turnstile's layer is left lazy: its instances share Go's store.
+    get_channel_layer()
+
 
 def _debug_loop():
     if os.environ.get("ROOMS_ASYNCIO_DEBUG"):
