@@ -14,6 +14,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -28,7 +29,8 @@ import (
 // on its own loop; and nothing is logged as an error. The sessions turn
 // their loop's asyncio debug mode on (ROOMS_ASYNCIO_DEBUG), so a receive
 // future resolved from another loop's thread would fail with asyncio's
-// "Non-thread-safe operation" error instead of passing unseen.
+// "Non-thread-safe operation" error instead of passing unseen. Then
+// SIGTERM with every session open: each gets 1012 and the server exits 0.
 func TestChannelLayer_Loops(t *testing.T) {
 	for _, tc := range []struct {
 		name  string
@@ -235,6 +237,20 @@ func testLayerLoops(t *testing.T, args []string, layer string) {
 	sort.Strings(bad)
 	if len(bad) > 0 {
 		t.Errorf("the log names a cross-loop misuse:\n%s", strings.Join(bad, "\n"))
+	}
+	wsNoTracebacks(t, s)
+	// SIGTERM with every session open (each consumer waiting in the
+	// layer's receive on its own loop): every client gets 1012, every
+	// consumer's disconnect (group_discard) runs, and the server exits 0.
+	s.Signal(syscall.SIGTERM)
+	concurrently(t, len(sessions), func(i int) error {
+		if code, _, err := wsCloseCode(sessions[i].c, 10*time.Second); code != 1012 {
+			return fmt.Errorf("session %d: close code %d (%v); want 1012", i, code, err)
+		}
+		return nil
+	})
+	if rc := s.Wait(15 * time.Second); rc != 0 {
+		t.Errorf("exit status %d after SIGTERM; want 0", rc)
 	}
 	wsNoTracebacks(t, s)
 }
