@@ -38,6 +38,9 @@ func TestChannelLayer_Loops(t *testing.T) {
 		layer string // ROOMS_LAYER
 	}{
 		{"turnstile_loops4", []string{"--loops", "4"}, ""},
+		// One loop: the SIGTERM part (a consumer's disconnect awaiting
+		// sync calls after the stop event) does not depend on the loops.
+		{"turnstile_loops1", []string{"--loops", "1"}, ""},
 		{"turnstile_workers2_loops2", []string{"--workers", "2", "--loops", "2"}, ""},
 		{"djust_loops4", []string{"--loops", "4"}, "djust"},
 	} {
@@ -147,7 +150,7 @@ func testLayerLoops(t *testing.T, args []string, layer string) {
 			t.Errorf("worker %d: %d sessions on %d loop(s) %v; want every one of %d loops", pid, n, len(byLoop), byLoop, loops)
 		}
 	}
-	// Every room has members on several loops, of both kinds.
+	// Every room has members on several loops (when there are), of both kinds.
 	for r := 0; r < rooms; r++ {
 		where, kinds := map[string]bool{}, map[string]bool{}
 		for _, se := range sessions {
@@ -156,7 +159,7 @@ func testLayerLoops(t *testing.T, args []string, layer string) {
 				kinds[se.kind] = true
 			}
 		}
-		if len(where) < 2 || len(kinds) != 2 {
+		if (loops > 1 && len(where) < 2) || len(kinds) != 2 {
 			t.Fatalf("room %d: members on %v, kinds %v; want several loops and both kinds", r, where, kinds)
 		}
 	}
