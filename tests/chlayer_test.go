@@ -196,8 +196,16 @@ func TestChannelLayer_DjustPush(t *testing.T) {
 	if venv == "" || exec.Command(filepath.Join(venv, "bin", "python"), "-c", "import djust").Run() != nil {
 		t.Skip("djust is not installed in the test virtualenv (requirements/test.txt)")
 	}
-	cmd := Command(t, "--app-dir", filepath.Join(AppDir(), "ws_djust"), "djust_site.asgi:application")
-	cmd.Env = append(os.Environ(), "DJUST_LAYER=turnstile")
+	djustPush(t, "turnstile")
+}
+
+// djustPush mounts djust_site's CounterView over a WebSocket and has a
+// sync view push_to_view to it (DJUST_LAYER=layer) on a server started
+// with args: the LiveView must get the patch.
+func djustPush(t *testing.T, layer string, args ...string) {
+	t.Helper()
+	cmd := Command(t, append(append([]string{}, args...), "--app-dir", filepath.Join(AppDir(), "ws_djust"), "djust_site.asgi:application")...)
+	cmd.Env = append(os.Environ(), "DJUST_LAYER="+layer)
 	s, listening := startCmd(t, cmd)
 	WaitListening(t, s, listening, 30*time.Second)
 	c, _, err := websocket.DefaultDialer.Dial(wsURL(s, "/ws/live/"), http.Header{"Origin": {"http://" + s.Addr}})
@@ -222,7 +230,7 @@ func TestChannelLayer_DjustPush(t *testing.T) {
 	}
 	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); {
 		if m := next(); m["type"] == "patch" && strings.Contains(mustJSON(m["patches"]), "Count: 42") {
-			if n := metricSum(t, s, "turnstile_layer_messages_sent_total"); n < 1 {
+			if n := metricSum(t, s, "turnstile_layer_messages_sent_total"); layer == "turnstile" && n < 1 {
 				t.Errorf("turnstile_layer_messages_sent_total = %v: the push did not go through turnstile's layer", n)
 			}
 			wsNoTracebacks(t, s)

@@ -246,6 +246,9 @@ typedef struct ts_loop {
     _Atomic uint64_t probe_seq;
     ts_thread thread;         /* the loop thread's (tstate read by the watchdog) */
     PyObject *state;          /* lifespan state dict, or NULL; loop thread */
+    /* Set by the loop thread once its run() returned: from then on a pool
+     * thread's TS_EV_CALL_DONE is refused too (queue.c, ts_asgi_push). */
+    _Atomic int gone;
 } ts_loop;
 
 /* An event on a loop's queue (queue.c pushes, loop.c drains). */

@@ -427,6 +427,7 @@ loop_main(void *arg)
                                        loop->cfg.executor_threads, (Py_ssize_t)loop->write_buffer, loop->index)
                  : NULL;
     Py_XDECREF(bridge);
+    atomic_store_explicit(&loop->gone, 1, memory_order_release);  /* no more CALL_DONE (queue.c) */
     if (res == NULL) {
         char *text = ts_format_exception();
         const char *msg = text ? text : "the event loop failed";

@@ -152,7 +152,23 @@ ts_asgi_push(ts_loop *loop, int type, ts_asgi_slot *s, uint32_t gen, const char 
     if (len > 0) {
         memcpy(ev->data, data, len);
     }
-    /* TS_EV_STOP closes the queue: later pushes (but another stop) fail */
+    /* TS_EV_STOP closes the queue: later pushes (but another stop) fail,
+     * except a pool thread's TS_EV_CALL_DONE. After STOP the loop still
+     * runs its WebSocket apps' endings (their disconnect handlers, up to
+     * the graceful timeout) and those may await sync calls (a Channels
+     * consumer's handlers and its close_old_connections go through
+     * sync_to_async): a refused completion left them waiting until the
+     * graceful timeout. Refused only once the loop's run() has returned;
+     * one that races past that check stays in the dead queue, its
+     * references never dropped, as the process exits. */
+    if (type == TS_EV_CALL_DONE) {
+        if (atomic_load_explicit(&loop->gone, memory_order_acquire) ||
+            ts_wakelist_push_open(&loop->queue, &ev->node) != 0) {
+            free(ev);
+            return -1;
+        }
+        return 0;
+    }
     if (ts_wakelist_push(&loop->queue, &ev->node, type == TS_EV_STOP) != 0) {
         free(ev);
         return -1;

@@ -114,6 +114,27 @@ ts_wakelist_push(ts_wakelist *l, ts_wakenode *n, int close)
     return 0;
 }
 
+/* ts_wakelist_push_open appends n even on a closed list, without closing
+ * it: for a producer whose items the consumer still takes after the list
+ * closed (an ASGI loop's sync-call completions while it stops). Returns
+ * 0. Any thread. */
+static inline int
+ts_wakelist_push_open(ts_wakelist *l, ts_wakenode *n)
+{
+    n->next = NULL;
+    pthread_mutex_lock(&l->mu);
+    if (l->tail != NULL) {
+        l->tail->next = n;
+    }
+    else {
+        l->head = n;
+    }
+    l->tail = n;
+    pthread_mutex_unlock(&l->mu);
+    ts_wakelist_wake(l);
+    return 0;
+}
+
 /* ts_wakelist_take unlinks up to max nodes (max <= 0: all of them) and
  * returns them as a NULL-terminated chain in push order, or NULL. *empty
  * is set to whether the list is empty afterwards: when it is, the consumer

@@ -24,6 +24,9 @@ CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}
 # turnstile's own layer (tests/chlayer_test.go, TestChannelLayer_DjustPush)
 if os.environ.get("DJUST_LAYER") == "turnstile":
     CHANNEL_LAYERS = {"default": {"BACKEND": "turnstile.channels.ChannelLayer"}}
+# djust's own layer for several loops (tests/chlayer_loops_test.go)
+if os.environ.get("DJUST_LAYER") == "multiloop":
+    CHANNEL_LAYERS = {"default": {"BACKEND": "djust.layers.MultiLoopInMemoryChannelLayer"}}
 SESSION_ENGINE = "django.contrib.sessions.backends.signed_cookies"
 DATABASES = {"default": {"ENGINE": "django.db.backends.sqlite3", "NAME": ":memory:"}}
 TEMPLATES = [{"BACKEND": "django.template.backends.django.DjangoTemplates", "DIRS": [], "APP_DIRS": True,
