@@ -159,3 +159,25 @@ func TestACME_UnreachableCA(t *testing.T) {
 		t.Errorf("the error does not say which certificate and which CA:\n%s", out)
 	}
 }
+
+// Without --acme-email the certificate is obtained all the same (an
+// account without a contact) and certmagic's stdin prompt for an address
+// never reaches the log (a new user's review of issue 25).
+func TestACME_NoEmail(t *testing.T) {
+	port, httpPort := freePort(t), freePort(t)
+	p := startPebble(t, port, httpPort, time.Hour)
+	var args []string
+	for _, a := range acmeArgs(p, port, t.TempDir()) {
+		if a == "--acme-email" || a == "ops@example.com" {
+			continue
+		}
+		args = append(args, a)
+	}
+	s := Start(t, append(args, "h2_wsgi:app")...)
+	if _, err := acmeGet(p, port); err != nil {
+		t.Fatalf("request: %v", err)
+	}
+	if logs := s.Logs(); strings.Contains(logs, "Email address") || strings.Contains(logs, "terms of service") {
+		t.Errorf("certmagic's prompt reached the log:\n%s", logs)
+	}
+}

@@ -132,6 +132,17 @@ func (m *Manager) Obtain(ctx context.Context) error {
 		ctx, cancel = context.WithTimeout(ctx, m.c.Timeout)
 		defer cancel()
 	}
+	// Obtained first without prompts: ManageSync is certmagic's
+	// "interactive" obtain, which with no --acme-email and none in the
+	// storage asks for one on stdin and prints the question (into the
+	// worker's log); ObtainCertAsync is the same obtain, synchronous,
+	// without prompts (an account without a contact, as a blank answer
+	// gives). ManageSync then finds the certificates in the storage.
+	for _, d := range m.c.Domains {
+		if err := m.cfg.ObtainCertAsync(ctx, d); err != nil {
+			return fmt.Errorf("acme: no certificate for %v from %s: %w", m.c.Domains, m.ca, err)
+		}
+	}
 	if err := m.cfg.ManageSync(ctx, m.c.Domains); err != nil {
 		return fmt.Errorf("acme: no certificate for %v from %s: %w", m.c.Domains, m.ca, err)
 	}
