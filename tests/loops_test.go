@@ -438,3 +438,59 @@ func TestLoops_BadValues(t *testing.T) {
 		}
 	}
 }
+
+// Four loops print at once (print writes a line's text and its newline as
+// two writes, and the log call releases the GIL): every line is one record,
+// none joined with another loop's, none lost; a line left without its
+// newline is written when the worker stops.
+func TestLoops_PrintLinesWhole(t *testing.T) {
+	s := Start(t, "--loops", "4", "loops_print:app")
+	tags := []string{"a", "b", "c", "d"}
+	conns := make([]*loopConn, len(tags))
+	for i := range conns {
+		conns[i] = dialLoop(t, s)
+	}
+	concurrently(t, len(tags), func(i int) error {
+		code, body, err := conns[i].get("/print?"+tags[i], 30*time.Second)
+		if err != nil || code != 200 {
+			return fmt.Errorf("GET /print?%s = %d %q, %v; want 200", tags[i], code, body, err)
+		}
+		return nil
+	})
+	c := dialLoop(t, s)
+	c.mustGet(t, "/print?tail")
+	if code := s.Stop(); code != 0 {
+		t.Fatalf("exit %d after SIGTERM; want 0", code)
+	}
+	seen := map[string]int{}
+	for _, r := range logRecords(s.Logs()) {
+		if r["source"] == "python" {
+			seen[r["msg"].(string)]++
+		}
+	}
+	var bad []string
+	for msg, n := range seen {
+		f := strings.Fields(msg)
+		if n != 1 || len(f) != 2 || (msg != "unfinished TAIL" && !strings.Contains("abcd", f[0])) {
+			bad = append(bad, fmt.Sprintf("%q ×%d", msg, n))
+		}
+	}
+	missing := 0
+	for _, tag := range tags {
+		for i := range 3000 {
+			if seen[fmt.Sprintf("%s %d", tag, i)] == 0 {
+				missing++
+			}
+		}
+	}
+	if seen["unfinished TAIL"] != 1 {
+		t.Errorf(`no record "unfinished TAIL" after the stop; want the unfinished line written`)
+	}
+	sort.Strings(bad)
+	if len(bad) > 5 {
+		bad = bad[:5]
+	}
+	if missing > 0 || len(bad) > 0 {
+		t.Errorf("4 loops printing 3000 lines each: %d lines missing, joined or repeated records %v; want each line once as its own record", missing, bad)
+	}
+}
