@@ -11,7 +11,9 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"regexp"
 	"sort"
 	"strings"
 	"sync"
@@ -493,4 +495,27 @@ func TestLoops_PrintLinesWhole(t *testing.T) {
 	if missing > 0 || len(bad) > 0 {
 		t.Errorf("4 loops printing 3000 lines each: %d lines missing, joined or repeated records %v; want each line once as its own record", missing, bad)
 	}
+}
+
+// A request running on a loop names that loop's thread in /debug/requests
+// and in turnstile top's RUNNING, so with several loops one sees which
+// loop a slow or blocking request holds.
+func TestLoops_RunningNamesLoop(t *testing.T) {
+	s := Start(t, "--loops", "2", "loops_app:app")
+	groups := byLoop(t, s, 2)
+	if len(groups["ts-loop-1"]) == 0 {
+		t.Fatalf("2 connections went to %v; want one on ts-loop-1", groups)
+	}
+	done := make(chan struct{})
+	go func() { groups["ts-loop-1"][0].get("/block", 10*time.Second); close(done) }()
+	time.Sleep(400 * time.Millisecond)
+	code, body := getAdmin(t, s, "/debug/requests")
+	if code != 200 || !strings.Contains(body, `"target":"/block"`) || !strings.Contains(body, `"thread":"ts-loop-1"`) {
+		t.Errorf("/debug/requests while loop 1 blocks in /block = %d %s; want /block with thread ts-loop-1", code, body)
+	}
+	out, err := exec.Command(binPath(t), "top", "--admin", adminAddr(s), "--once", "--format", "text").Output()
+	if err != nil || !regexp.MustCompile(`(?m)^1 +ts-loop-1 +GET .*/block$`).Match(out) {
+		t.Errorf("turnstile top --once while loop 1 blocks in /block: %v\n%s\nwant a RUNNING row on ts-loop-1", err, out)
+	}
+	<-done
 }

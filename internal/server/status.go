@@ -77,8 +77,8 @@ type LoopStatus struct {
 	StalledS float64 `json:"stalled_now_s"`
 }
 
-// RunningReq is a request in flight: on a pool thread (Thread set) or
-// on a loop, or queued (Queued true).
+// RunningReq is a request in flight: on a pool thread (ts-py-N) or an
+// event loop (ts-loop-N), Thread its name, or queued (Queued true).
 type RunningReq struct {
 	Method string  `json:"method"`
 	Target string  `json:"target"`
