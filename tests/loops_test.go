@@ -211,8 +211,8 @@ func TestLoops_ReadyzEveryLoopStalled(t *testing.T) {
 	}
 	go groups["ts-loop-1"][0].get("/block", 10*time.Second)
 	time.Sleep(500 * time.Millisecond)
-	if c, body := getAdmin(t, s, "/readyz"); c != 503 || !strings.Contains(body, "stalled") {
-		t.Errorf("/readyz with both loops stalled = %d %q; want 503 naming the stall", c, body)
+	if c, body := getAdmin(t, s, "/readyz"); c != 503 || !strings.Contains(body, "every event loop (2) stalled") {
+		t.Errorf("/readyz with both loops stalled = %d %q; want 503 saying every event loop (2) stalled", c, body)
 	}
 }
 
