@@ -499,7 +499,8 @@ func TestLoops_PrintLinesWhole(t *testing.T) {
 
 // A request running on a loop names that loop's thread in /debug/requests
 // and in turnstile top's RUNNING, so with several loops one sees which
-// loop a slow or blocking request holds.
+// loop a slow or blocking request holds; /metrics counts it in that loop's
+// turnstile_loop_connections.
 func TestLoops_RunningNamesLoop(t *testing.T) {
 	s := Start(t, "--loops", "2", "loops_app:app")
 	groups := byLoop(t, s, 2)
@@ -513,9 +514,26 @@ func TestLoops_RunningNamesLoop(t *testing.T) {
 	if code != 200 || !strings.Contains(body, `"target":"/block"`) || !strings.Contains(body, `"thread":"ts-loop-1"`) {
 		t.Errorf("/debug/requests while loop 1 blocks in /block = %d %s; want /block with thread ts-loop-1", code, body)
 	}
+	_, metrics := getAdmin(t, s, "/metrics")
+	for _, want := range []string{`turnstile_loop_connections{worker="1",loop="0"} 0`, `turnstile_loop_connections{worker="1",loop="1"} 1`} {
+		if !strings.Contains(metrics, want) {
+			t.Errorf("/metrics while loop 1 blocks in /block has no %s; its loop series:\n%s", want, grepLines(metrics, "turnstile_loop_connections"))
+		}
+	}
 	out, err := exec.Command(binPath(t), "top", "--admin", adminAddr(s), "--once", "--format", "text").Output()
 	if err != nil || !regexp.MustCompile(`(?m)^1 +ts-loop-1 +GET .*/block$`).Match(out) {
 		t.Errorf("turnstile top --once while loop 1 blocks in /block: %v\n%s\nwant a RUNNING row on ts-loop-1", err, out)
 	}
 	<-done
+}
+
+// grepLines returns the lines of text that contain sub.
+func grepLines(text, sub string) string {
+	var out []string
+	for _, l := range strings.Split(text, "\n") {
+		if strings.Contains(l, sub) {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out, "\n")
 }
