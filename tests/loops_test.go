@@ -11,7 +11,9 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"regexp"
 	"sort"
 	"strings"
 	"sync"
@@ -209,8 +211,8 @@ func TestLoops_ReadyzEveryLoopStalled(t *testing.T) {
 	}
 	go groups["ts-loop-1"][0].get("/block", 10*time.Second)
 	time.Sleep(500 * time.Millisecond)
-	if c, body := getAdmin(t, s, "/readyz"); c != 503 || !strings.Contains(body, "stalled") {
-		t.Errorf("/readyz with both loops stalled = %d %q; want 503 naming the stall", c, body)
+	if c, body := getAdmin(t, s, "/readyz"); c != 503 || !strings.Contains(body, "every event loop (2) stalled") {
+		t.Errorf("/readyz with both loops stalled = %d %q; want 503 saying every event loop (2) stalled", c, body)
 	}
 }
 
@@ -437,4 +439,101 @@ func TestLoops_BadValues(t *testing.T) {
 			t.Errorf("--loops %s: exit %d, stderr %q; want exit 2 and one line naming 1..64", v, code, stderr)
 		}
 	}
+}
+
+// Four loops print at once (print writes a line's text and its newline as
+// two writes, and the log call releases the GIL): every line is one record,
+// none joined with another loop's, none lost; a line left without its
+// newline is written when the worker stops.
+func TestLoops_PrintLinesWhole(t *testing.T) {
+	s := Start(t, "--loops", "4", "loops_print:app")
+	tags := []string{"a", "b", "c", "d"}
+	conns := make([]*loopConn, len(tags))
+	for i := range conns {
+		conns[i] = dialLoop(t, s)
+	}
+	concurrently(t, len(tags), func(i int) error {
+		code, body, err := conns[i].get("/print?"+tags[i], 30*time.Second)
+		if err != nil || code != 200 {
+			return fmt.Errorf("GET /print?%s = %d %q, %v; want 200", tags[i], code, body, err)
+		}
+		return nil
+	})
+	c := dialLoop(t, s)
+	c.mustGet(t, "/print?tail")
+	if code := s.Stop(); code != 0 {
+		t.Fatalf("exit %d after SIGTERM; want 0", code)
+	}
+	seen := map[string]int{}
+	for _, r := range logRecords(s.Logs()) {
+		if r["source"] == "python" {
+			seen[r["msg"].(string)]++
+		}
+	}
+	var bad []string
+	for msg, n := range seen {
+		f := strings.Fields(msg)
+		if n != 1 || len(f) != 2 || (msg != "unfinished TAIL" && !strings.Contains("abcd", f[0])) {
+			bad = append(bad, fmt.Sprintf("%q ×%d", msg, n))
+		}
+	}
+	missing := 0
+	for _, tag := range tags {
+		for i := range 3000 {
+			if seen[fmt.Sprintf("%s %d", tag, i)] == 0 {
+				missing++
+			}
+		}
+	}
+	if seen["unfinished TAIL"] != 1 {
+		t.Errorf(`no record "unfinished TAIL" after the stop; want the unfinished line written`)
+	}
+	sort.Strings(bad)
+	if len(bad) > 5 {
+		bad = bad[:5]
+	}
+	if missing > 0 || len(bad) > 0 {
+		t.Errorf("4 loops printing 3000 lines each: %d lines missing, joined or repeated records %v; want each line once as its own record", missing, bad)
+	}
+}
+
+// A request running on a loop names that loop's thread in /debug/requests
+// and in turnstile top's RUNNING, so with several loops one sees which
+// loop a slow or blocking request holds; /metrics counts it in that loop's
+// turnstile_loop_connections.
+func TestLoops_RunningNamesLoop(t *testing.T) {
+	s := Start(t, "--loops", "2", "loops_app:app")
+	groups := byLoop(t, s, 2)
+	if len(groups["ts-loop-1"]) == 0 {
+		t.Fatalf("2 connections went to %v; want one on ts-loop-1", groups)
+	}
+	done := make(chan struct{})
+	go func() { groups["ts-loop-1"][0].get("/block", 10*time.Second); close(done) }()
+	time.Sleep(400 * time.Millisecond)
+	code, body := getAdmin(t, s, "/debug/requests")
+	if code != 200 || !strings.Contains(body, `"target":"/block"`) || !strings.Contains(body, `"thread":"ts-loop-1"`) {
+		t.Errorf("/debug/requests while loop 1 blocks in /block = %d %s; want /block with thread ts-loop-1", code, body)
+	}
+	_, metrics := getAdmin(t, s, "/metrics")
+	for _, want := range []string{`turnstile_loop_connections{worker="1",loop="0"} 0`, `turnstile_loop_connections{worker="1",loop="1"} 1`} {
+		if !strings.Contains(metrics, want) {
+			t.Errorf("/metrics while loop 1 blocks in /block has no %s; its loop series:\n%s", want, grepLines(metrics, "turnstile_loop_connections"))
+		}
+	}
+	out, err := exec.Command(binPath(t), "top", "--admin", adminAddr(s), "--once", "--format", "text").Output()
+	if err != nil || !regexp.MustCompile(`(?m)^1 +ts-loop-1 +GET .*/block$`).Match(out) {
+		t.Errorf("turnstile top --once while loop 1 blocks in /block: %v\n%s\nwant a RUNNING row on ts-loop-1", err, out)
+	}
+	<-done
+}
+
+// grepLines returns the lines of text that contain sub.
+func grepLines(text, sub string) string {
+	var out []string
+	for _, l := range strings.Split(text, "\n") {
+		if strings.Contains(l, sub) {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out, "\n")
 }

@@ -115,8 +115,8 @@ func TestTop_OnceASGIStalledLoop(t *testing.T) {
 		t.Errorf("loop during the stall = %v; want loop 0 stalled for about 1 s", l)
 	}
 	run := w["running"].([]any)
-	if len(run) != 1 || run[0].(map[string]any)["target"] != "/sleep" || run[0].(map[string]any)["thread"] != nil {
-		t.Errorf("running = %v; want GET /sleep on the loop", run)
+	if len(run) != 1 || run[0].(map[string]any)["target"] != "/sleep" || run[0].(map[string]any)["thread"] != "ts-loop-0" {
+		t.Errorf("running = %v; want GET /sleep on the loop (thread ts-loop-0)", run)
 	}
 	<-done
 	time.Sleep(300 * time.Millisecond)

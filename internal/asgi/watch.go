@@ -6,6 +6,7 @@ package asgi
 import "C"
 
 import (
+	"strconv"
 	"time"
 	"unsafe"
 
@@ -58,8 +59,11 @@ func (l *Loop) Connections() int {
 }
 
 // Requests returns the requests in flight on the loop, oldest first
-// (Method, Path and Start; Running is Start: a loop runs what it takes).
+// (Method, Path and Start; Running is Start: a loop runs what it takes;
+// Thread is the loop thread's name, ts-loop-N, with no TState: a loop's
+// stack is the watchdog's to sample, when it stalls).
 func (l *Loop) Requests() []inflight.Request {
+	thread := "ts-loop-" + strconv.Itoa(l.index)
 	slots.mu.Lock()
 	all := slots.all
 	slots.mu.Unlock()
@@ -70,7 +74,7 @@ func (l *Loop) Requests() []inflight.Request {
 			// began, and stays while it is active: a slot serves one
 			// request at a time, on any loop.
 			if s.c.loop == l.c {
-				out = append(out, inflight.Request{Method: string(method), Path: string(path), Start: start, Running: start})
+				out = append(out, inflight.Request{Method: string(method), Path: string(path), Start: start, Running: start, Thread: thread})
 			}
 		})
 	}

@@ -65,9 +65,11 @@ type Request struct {
 	// for a busy pool is not slow. A request on an event loop runs from
 	// Start.
 	Running time.Time
-	// Thread names the thread running it (a pool thread's name, as
-	// python.Pool.ThreadName gives it), "" when none of its own; TState is
-	// that thread's PyThreadState for python.SampleStack, nil when none.
+	// Thread names the thread running it: a pool thread's name, as
+	// python.Pool.ThreadName gives it, or an event loop's (ts-loop-N);
+	// "" while it waits for one. TState is a pool thread's PyThreadState
+	// for python.SampleStack, nil otherwise (a loop's stack is sampled by
+	// the watchdog when it stalls).
 	Thread string
 	TState unsafe.Pointer
 }

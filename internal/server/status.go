@@ -79,7 +79,8 @@ type LoopStatus struct {
 
 // RunningReq is a request in flight: on a pool thread (Thread set: a
 // WSGI pool's, or for an ASGI request the ts-http-N/ts-sess-N thread
-// running a sync call of it now) or on a loop, or queued (Queued true).
+// running a sync call of it now), on an event loop (Thread ts-loop-N), or
+// queued (Queued true).
 type RunningReq struct {
 	Method string  `json:"method"`
 	Target string  `json:"target"`
@@ -177,8 +178,10 @@ func (m *metrics) status() Status {
 		if target == "" {
 			target = r.Path
 		}
-		if r.Thread == "" { // an ASGI request whose sync call runs on ts-http-N/ts-sess-N now
-			r.Thread = synced[requestKey(r.Method, r.Path, r.Start)]
+		// an ASGI request whose sync call runs on ts-http-N/ts-sess-N
+		// now: that thread, not its loop's
+		if t := synced[requestKey(r.Method, r.Path, r.Start)]; t != "" {
+			r.Thread = t
 		}
 		st.Running = append(st.Running, RunningReq{Method: r.Method, Target: target, Thread: r.Thread,
 			AgeS: now.Sub(r.Start).Seconds(), Queued: r.Running.IsZero() && r.Thread == "" && st.Threads.Total > 0})

@@ -367,7 +367,11 @@ func startAdmin(cfg *config.Config, log *slog.Logger, ready *atomic.Bool, m *met
 		if wd := activeWatchdog.Load(); wd != nil {
 			if age := wd.Stalled(); age > 0 {
 				w.WriteHeader(http.StatusServiceUnavailable)
-				fmt.Fprintf(w, "not ready: event loop stalled for %d ms\n", age.Milliseconds())
+				if n := len(wd.Loops); n > 1 { // Stalled: every loop is, the latest to stall this long
+					fmt.Fprintf(w, "not ready: every event loop (%d) stalled, the latest for %d ms\n", n, age.Milliseconds())
+				} else {
+					fmt.Fprintf(w, "not ready: event loop stalled for %d ms\n", age.Milliseconds())
+				}
 				return
 			}
 		}

@@ -177,6 +177,7 @@ type loopWatch struct {
 	lag        prometheus.Histogram
 	stallSecs  prometheus.Counter
 	stallCount prometheus.Counter
+	conns      prometheus.GaugeFunc // Loop.Connections, read at each scrape
 	current    *stallState // the stall in progress; guarded by Watchdog.mu
 	// stalled is current != nil, readable without Watchdog.mu: LoopStalled
 	// runs for every new connection of a worker with several loops.
@@ -216,13 +217,13 @@ type stallState struct {
 	holderThread  int // native thread id, the latest seen
 }
 
-// Collectors returns the loops' metrics for registration, three per loop
+// Collectors returns the loops' metrics for registration, four per loop
 // labelled loop="<index>" (none without loops).
 func (w *Watchdog) Collectors() []prometheus.Collector {
 	w.init()
 	var out []prometheus.Collector
 	for _, lw := range w.loops {
-		out = append(out, lw.lag, lw.stallSecs, lw.stallCount)
+		out = append(out, lw.lag, lw.stallSecs, lw.stallCount, lw.conns)
 	}
 	return out
 }
@@ -245,6 +246,11 @@ func (w *Watchdog) init() {
 			stallCount: prometheus.NewCounter(prometheus.CounterOpts{
 				Name: "turnstile_loop_stalls_total", Help: "Stalls of the event loop past the threshold.", ConstLabels: labels,
 			}),
+			conns: prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+				Name:        "turnstile_loop_connections",
+				Help:        "HTTP requests and WebSocket sessions in flight on the event loop (a kept-alive connection between requests not counted).",
+				ConstLabels: labels,
+			}, func() float64 { return float64(l.Connections()) }),
 		})
 	}
 }

@@ -119,7 +119,7 @@ func newWatchdog(t *testing.T, loops []Loop, pools []Pool) (*Watchdog, *logBuffe
 	return w, buf
 }
 
-// value reads a counter's value, or a histogram's sample count.
+// value reads a counter's or a gauge's value, or a histogram's sample count.
 func value(t *testing.T, c prometheus.Collector) float64 {
 	t.Helper()
 	var m dto.Metric
@@ -128,6 +128,9 @@ func value(t *testing.T, c prometheus.Collector) float64 {
 	}
 	if m.Counter != nil {
 		return m.Counter.GetValue()
+	}
+	if m.Gauge != nil {
+		return m.Gauge.GetValue()
 	}
 	return float64(m.Histogram.GetSampleCount())
 }
@@ -191,24 +194,30 @@ func TestStall_OneLoopOfTwo(t *testing.T) {
 	}
 
 	cs := w.Collectors()
-	if len(cs) != 6 {
-		t.Fatalf("Collectors() = %d collectors; want 3 per loop, 6", len(cs))
+	if len(cs) != 8 {
+		t.Fatalf("Collectors() = %d collectors; want 4 per loop, 8", len(cs))
 	}
-	// In Loops order: lag, stall seconds, stall count.
+	// In Loops order: lag, stall seconds, stall count, connections.
 	if n := value(t, cs[2]); n != 0 {
 		t.Errorf("loop 1's turnstile_loop_stalls_total = %v; want 0", n)
 	}
-	if n := value(t, cs[5]); n != 1 {
+	if n := value(t, cs[6]); n != 1 {
 		t.Errorf("loop 3's turnstile_loop_stalls_total = %v; want 1", n)
 	}
-	if s := value(t, cs[4]); s < 0.15 {
+	if s := value(t, cs[5]); s < 0.15 {
 		t.Errorf("loop 3's turnstile_loop_stall_seconds_total = %v; want at least 0.15", s)
 	}
 	if n := value(t, cs[0]); n == 0 {
 		t.Error("loop 1's turnstile_loop_lag_seconds has no observation; want one per heartbeat read that saw a probe drained")
 	}
+	if d := cs[7].(prometheus.Metric).Desc().String(); !strings.Contains(d, `"turnstile_loop_connections"`) {
+		t.Errorf("loop 3's fourth collector = %s; want turnstile_loop_connections", d)
+	}
+	if n := value(t, cs[3]); n != 0 {
+		t.Errorf("loop 1's turnstile_loop_connections = %v; want 0 (it holds no request)", n)
+	}
 	var m dto.Metric
-	cs[3].(prometheus.Metric).Write(&m)
+	cs[4].(prometheus.Metric).Write(&m)
 	if l := m.GetLabel(); len(l) != 1 || l[0].GetName() != "loop" || l[0].GetValue() != "3" {
 		t.Errorf("loop 3's series labels = %v; want loop=\"3\"", l)
 	}

@@ -12,6 +12,7 @@ inside a Go process (DESIGN.md, "Embedding pitfalls"):
   Go process has a dead runtime), from a real ``sys.executable``.
 """
 
+import _thread
 import sys
 
 import _turnstile
@@ -63,7 +64,14 @@ class LogBuffer(_LogWriter):
 
 
 class LogStream(_LogWriter):
-    """A text stream that writes each complete line as one log record."""
+    """A text stream that writes each complete line as one log record.
+
+    The line not yet ended is kept per thread (keyed by
+    ``_thread.get_ident()``): threads write at once (the loops of
+    --loops, pool threads, the app's own), ``print`` writes a line's text
+    and its newline as two writes, and ``_turnstile.log`` releases the
+    GIL, so one shared buffer would join two threads' lines into one
+    record and lose others."""
 
     encoding = "utf-8"
     errors = "backslashreplace"
@@ -71,30 +79,44 @@ class LogStream(_LogWriter):
     def __init__(self, level, name):
         self.level = level
         self.name = name
-        self._buf = ""
+        self._bufs = {}  # thread ident -> the text after its last newline
         self.buffer = LogBuffer(self)
 
     def write(self, text):
         if not isinstance(text, str):
             raise TypeError(f"write() argument must be str, not {type(text).__name__}")
-        buf = self._buf + text
+        tid = _thread.get_ident()
+        buf = self._bufs.pop(tid, "") + text
+        lines = ()
         if "\n" in buf:
             *lines, buf = buf.split("\n")
-            for line in lines:
-                _turnstile.log(self.level, line)
-        self._buf = buf
+        if buf:
+            self._bufs[tid] = buf
+        for line in lines:
+            _turnstile.log(self.level, line)
         return len(text)
 
     def flush(self):
-        if self._buf:
-            buf, self._buf = self._buf, ""
+        """Write the calling thread's unfinished line as a record."""
+        buf = self._bufs.pop(_thread.get_ident(), "")
+        if buf:
             _turnstile.log(self.level, buf)
+
+    def _flush_all(self):
+        """Write every thread's unfinished line (at close)."""
+        while self._bufs:
+            try:
+                _, buf = self._bufs.popitem()
+            except KeyError:
+                return
+            if buf:
+                _turnstile.log(self.level, buf)
 
     def fileno(self):
         raise OSError("turnstile log stream has no file descriptor")
 
     def close(self):
-        self.flush()
+        self._flush_all()
 
     @property
     def closed(self):
@@ -369,6 +391,6 @@ def shutdown():
             sys.modules["logging"].shutdown()
         for stream in (sys.stdout, sys.stderr):
             try:
-                stream.flush()
+                getattr(stream, "_flush_all", stream.flush)()  # every thread's unfinished line
             except Exception:
                 pass
