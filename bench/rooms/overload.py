@@ -90,7 +90,7 @@ def one(a, name):
         for _ in range(3):  # warm: Django's first request, the pools started
             urllib_get("/sleep/?s=0")
         w = worker_of(proc.pid)
-        idle = R.status(w, "Threads")
+        idle, idle_rss = R.status(w, "Threads"), R.status(w, "VmRSS")
         peak = {"threads": idle, "rss": R.status(w, "VmRSS"), "comms": comms(w)}
         stop = threading.Event()
 
@@ -109,7 +109,7 @@ def one(a, name):
         wall = time.monotonic() - t0
         stop.set()
         th.join()
-        return {"server": name, "idle_threads": idle, "peak_threads": peak["threads"],
+        return {"server": name, "idle_threads": idle, "idle_rss_kib": idle_rss, "peak_threads": peak["threads"],
                 "peak_rss_kib": peak["rss"], "hwm_kib": R.status(w, "VmHWM"), "wall_s": round(wall, 2),
                 "statuses": " ".join("%s:%d" % kv for kv in sorted(codes.items(), key=str)),
                 "peak_comms": " ".join("%s=%d" % kv for kv in peak["comms"].items())}
@@ -124,7 +124,7 @@ def urllib_get(path):
             pass
 
 
-KEYS = ["server", "rep", "idle_threads", "peak_threads", "peak_rss_kib", "hwm_kib", "wall_s", "statuses",
+KEYS = ["server", "rep", "idle_threads", "idle_rss_kib", "peak_threads", "peak_rss_kib", "hwm_kib", "wall_s", "statuses",
         "peak_comms", "loadavg", "error"]
 
 
@@ -141,6 +141,7 @@ def main():
     p.add_argument("--out", default=os.path.join(R.BENCH, "results"))
     p.add_argument("--note", default="")
     a = p.parse_args()
+    a.turnstile_bin = os.path.abspath(a.turnstile_bin)
     os.sched_setaffinity(0, {int(a.client_core)})
     a.pg_sock = "/nonexistent"  # the sleep view never touches the database
     stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
@@ -163,17 +164,19 @@ def main():
     lines = ["# overload %s\n" % stamp,
              "%d concurrent GET /sleep/?s=%g (Django sync view), one worker; medians over %d reps (peak comms: rep 0).\n"
              % (a.n, a.sleep, a.reps),
-             "| server | idle threads | peak threads | peak VmRSS MiB | VmHWM MiB | wall s | statuses (rep 0) | threads at the peak (rep 0) |",
-             "|---|---|---|---|---|---|---|---|"]
+             "| server | idle threads | peak threads | idle VmRSS MiB | peak VmRSS MiB | burst's RSS growth MiB | VmHWM MiB | wall s | statuses (rep 0) | threads at the peak (rep 0) |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
     import statistics
     for name in a.servers.split(","):
         rs = [r for r in rows if r["server"] == name and "error" not in r]
         if not rs:
-            lines.append("| %s | failed |||||||" % name)
+            lines.append("| %s | failed |||||||||" % name)
             continue
         med = lambda k: statistics.median(r[k] for r in rs)  # noqa: E731
-        lines.append("| %s | %d | %d | %.0f | %.0f | %.1f | %s | %s |" % (
-            name, med("idle_threads"), med("peak_threads"), med("peak_rss_kib") / 1024, med("hwm_kib") / 1024,
+        growth = statistics.median(r["peak_rss_kib"] - r["idle_rss_kib"] for r in rs) / 1024
+        lines.append("| %s | %d | %d | %.1f | %.1f | %.1f | %.1f | %.1f | %s | %s |" % (
+            name, med("idle_threads"), med("peak_threads"), med("idle_rss_kib") / 1024, med("peak_rss_kib") / 1024,
+            growth, med("hwm_kib") / 1024,
             med("wall_s"), rs[0]["statuses"], rs[0]["peak_comms"]))
     md = "\n".join(lines) + "\n"
     with open(base + ".md", "w") as f:
