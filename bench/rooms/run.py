@@ -15,11 +15,11 @@ PostgreSQL: a throwaway cluster started by bench/rooms/pg.sh in
 bench/work/pg-rooms (ext4: commits wait for fsync), on the client core,
 rooms_move truncated before every run; stopped at the end.
 
-Per rep, every server in turn (interleaved), one process each, under
-`taskset -c 1` (ws-load and PostgreSQL on core 0): the --conns levels in
-ascending order on one server start, then the blocker arm (--block-conns
-clients, client 0 stalls its handler 200 ms once a second; it is left out
-of the figures). Sampled every 0.25 s over ws-load's measured window: the
+Per rep, for each level (the --conns, then the blocker arm: --block-conns
+clients, client 0 stalls its handler 200 ms once a second and is left out
+of the figures), every server in turn (interleaved), one process each,
+freshly started for each run (an overloaded run leaves queued work behind),
+under `taskset -c 1` (ws-load and PostgreSQL on core 0). Sampled every 0.25 s over ws-load's measured window: the
 server tree's CPU, its loop thread's (ts-loop-0 under turnstile, the main
 thread of the busiest process otherwise), that process's VmRSS, VmHWM and
 Threads.
@@ -244,8 +244,8 @@ KEYS = ["server", "rep", "arm", "conns", "ticks_per_client_s", "p50_ms", "p95_ms
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--servers", default="turnstile-on,turnstile-off,uvicorn,daphne,granian,hypercorn")
-    p.add_argument("--conns", default="32,64,128,256,512")
-    p.add_argument("--block-conns", type=int, default=64, help="the blocker arm's clients (0: none)")
+    p.add_argument("--conns", default="32,64,96,128,256")
+    p.add_argument("--block-conns", type=int, default=32, help="the blocker arm's clients (0: none)")
     p.add_argument("--reps", type=int, default=3)
     p.add_argument("--duration", type=float, default=4)
     p.add_argument("--warmup", type=float, default=1.5)
@@ -283,25 +283,25 @@ def main():
     rows, cmdlines = [], {}
     try:
         for rep in range(a.reps):
-            for name in servers:
-                argv = ["taskset", "-c", a.server_core] + server_argv(name, a)
-                cmdlines[name] = shlex.join(argv)
-                logf = open(os.path.join(WORK, "rooms-%s-%s.log" % (stamp, name)), "a")
-                proc = subprocess.Popen(argv, cwd=APPS, env=server_env(a), stdin=subprocess.DEVNULL, stdout=logf,
-                                        stderr=subprocess.STDOUT, start_new_session=True)
-                try:
-                    if not wait_ready(proc):
-                        print("%s: did not start (log in bench/work)" % name, file=sys.stderr)
-                        continue
-                    for arm, conns in plan:
+            for arm, conns in plan:
+                for name in servers:
+                    argv = ["taskset", "-c", a.server_core] + server_argv(name, a)
+                    cmdlines[name] = shlex.join(argv)
+                    logf = open(os.path.join(WORK, "rooms-%s-%s.log" % (stamp, name)), "a")
+                    proc = subprocess.Popen(argv, cwd=APPS, env=server_env(a), stdin=subprocess.DEVNULL, stdout=logf,
+                                            stderr=subprocess.STDOUT, start_new_session=True)
+                    try:
+                        if not wait_ready(proc):
+                            print("%s: did not start (log in bench/work)" % name, file=sys.stderr)
+                            continue
                         r = one_run(a, name, proc, conns, arm == "blocker")
                         r.update(server=name, rep=rep, arm=arm, conns=conns,
                                  loadavg=open("/proc/loadavg").read().split()[0])
                         rows.append(r)
                         print(json.dumps({k: r.get(k) for k in KEYS if k in r}), flush=True)
-                finally:
-                    stop(proc)
-                    logf.close()
+                    finally:
+                        stop(proc)
+                        logf.close()
     finally:
         subprocess.run(["bash", os.path.join(HERE, "pg.sh"), "stop", a.pg_dir])
         os.unlink(snap)
