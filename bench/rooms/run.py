@@ -256,7 +256,16 @@ def main():
     p.add_argument("--pg-dir", default=os.path.join(WORK, "pg-rooms"))
     p.add_argument("--out", default=os.path.join(BENCH, "results"))
     p.add_argument("--note", default="", help="a line for the meta (e.g. what else runs on the machine)")
+    p.add_argument("--summarize", metavar="CSV", help="only rewrite CSV's .md from its rows")
     a = p.parse_args()
+    if a.summarize:
+        rows = [dict(r, conns=int(r["conns"])) for r in csv.DictReader(open(a.summarize))]
+        servers = list(dict.fromkeys(r["server"] for r in rows))
+        plan = list(dict.fromkeys((r["arm"], r["conns"]) for r in rows))
+        base = a.summarize[:-len(".csv")]
+        with open(base + ".md", "w") as f:
+            f.write("# rooms %s\n\n%s" % (os.path.basename(base)[len("rooms-"):], summarize(rows, servers, plan)))
+        return
 
     os.makedirs(a.out, exist_ok=True)
     a.ws_load = os.path.join(WORK, "ws-load")
@@ -353,18 +362,23 @@ def summarize(rows, servers, plan):
            "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for arm, conns in plan:
         for name in servers:
-            rs = [r for r in rows if r["server"] == name and r["arm"] == arm and r["conns"] == conns and "error" not in r]
+            rs = [r for r in rows if r["server"] == name and r["arm"] == arm and r["conns"] == conns and not r.get("error")]
             if not rs:
                 out.append("| %s | %d | %s | failed |||||||||" % (arm, conns, name))
                 continue
 
             def med(k, scale=1.0):
-                v = [r[k] for r in rs if r.get(k) is not None]
+                v = [float(r[k]) for r in rs if r.get(k) not in (None, "")]
                 return statistics.median(v) * scale if v else float("nan")
-            out.append("| %s | %d | %s | %.2f | %.1f | %.1f | %.1f | %.2f | %.2f | %.0f | %.0f | %.0f | %d/%d |" % (
-                arm, conns, name, med("ticks_per_client_s"), med("p50_ms"), med("p95_ms"), med("p99_ms"), med("cpu"),
+
+            def key(k):  # a run with no key acked in its window counts as infinitely slow
+                v = [float(r[k]) if float(r.get("p50_ms") or 0) > 0 else float("inf") for r in rs]
+                m = statistics.median(v)
+                return "%.1f" % m if m != float("inf") else "none acked"
+            out.append("| %s | %d | %s | %.2f | %s | %s | %s | %.2f | %.2f | %.0f | %.0f | %.0f | %d/%d |" % (
+                arm, conns, name, med("ticks_per_client_s"), key("p50_ms"), key("p95_ms"), key("p99_ms"), med("cpu"),
                 med("loop_cpu"), med("rss_kib", 1 / 1024), med("hwm_kib", 1 / 1024), med("threads"),
-                sum(r["holds"] for r in rs), len(rs)))
+                sum(r["holds"] in (True, "True") for r in rs), len(rs)))
     return "\n".join(out) + "\n"
 
 
