@@ -7,7 +7,8 @@
 #
 # Installs:
 #   apt:   wrk, nghttp2-client (h2load), curl, util-linux (taskset),
-#          build-essential (uWSGI compiles from source)
+#          build-essential (uWSGI compiles from source), postgresql
+#          (bench/rooms starts its own throwaway cluster: bench/rooms/pg.sh)
 #   go:    vegeta, pinned, into bench/work/bin
 #   venv:  bench/work/venv-<pyver> from $PYTHON with bench/requirements.txt
 #          (granian, gunicorn, uWSGI, uvicorn[standard], hypercorn, daphne,
@@ -23,7 +24,7 @@ say() { printf 'setup: %s\n' "$*"; }
 
 # --- apt ---------------------------------------------------------------
 need=()
-for pkg in wrk nghttp2-client curl util-linux build-essential nginx; do  # nginx: bench/static (run from its own config, not the service)
+for pkg in wrk nghttp2-client curl util-linux build-essential nginx postgresql; do  # nginx: bench/static (run from its own config, not the service)
 	dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q 'ok installed' || need+=("$pkg")
 done
 if ((${#need[@]})); then
@@ -72,7 +73,7 @@ fi
 "$VENV/bin/uwsgi" --version >/dev/null
 "$VENV/bin/uvicorn" --version >/dev/null
 "$VENV/bin/python" -c "import hypercorn"
-"$VENV/bin/python" -c 'import daphne, django, flask, uvloop, httptools'
+"$VENV/bin/python" -c 'import daphne, django, flask, uvloop, httptools, channels, psycopg'
 say "ready: venv=$VENV vegeta=$WORK/bin/vegeta wrk=$(command -v wrk)"
 if [ ! -x "$HERE/../bin/turnstile" ]; then
 	say "note: $HERE/../bin/turnstile is missing (cd $(dirname "$HERE") && make build); run.py will skip it"

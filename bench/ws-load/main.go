@@ -18,6 +18,14 @@
 //	bcast  as ticks at /bcast: one task of the server sends the message
 //	       to every client in turn every -interval.
 //	idle   connect -conns N clients and measure only memory.
+//	game   -conns N clients in rooms of -room (4) at -path<k>/ (the
+//	       Channels app bench/apps/rooms_site.py); each presses a key every
+//	       -interval ("k <unix ns> <dir>", first one at a random offset)
+//	       and reads the app's frames: "a <ns> ..." acks its key, "t ..."
+//	       is a tick of the room. Reports tick frames per client per
+//	       second and the key round trip (press → ack) distribution. With
+//	       -block, client 0 connects with ?block=1 (its handler stalls)
+//	       and is left out of both figures.
 //
 // With -pid, the server's resident memory (VmRSS of the process and its
 // descendants) is read before the clients connect and once they are all
@@ -55,6 +63,10 @@ type result struct {
 	P95ms       float64 `json:"p95_ms"`
 	P99ms       float64 `json:"p99_ms"`
 	Errors      int64   `json:"errors"`
+	Ticks       int64   `json:"ticks,omitempty"`
+	TicksPerCS  float64 `json:"ticks_per_client_s,omitempty"`
+	Keys        int64   `json:"keys,omitempty"`
+	KeysLost    int64   `json:"keys_lost,omitempty"`
 	RSSBaseKiB  int64   `json:"rss_base_kib"`
 	RSSConnKiB  int64   `json:"rss_connected_kib"`
 	RSSPerConnK float64 `json:"rss_per_conn_kib"`
@@ -62,7 +74,9 @@ type result struct {
 
 func main() {
 	url := flag.String("url", "ws://127.0.0.1:8000", "server base URL")
-	shape := flag.String("shape", "echo", "echo, rooms or idle")
+	shape := flag.String("shape", "echo", "echo, rooms, game or idle")
+	gamePath := flag.String("path", "/ws/rooms/", "room path prefix (game)")
+	block := flag.Bool("block", false, "client 0 is the blocker, ?block=1 (game)")
 	conns := flag.Int("conns", 64, "connections (clients)")
 	duration := flag.Duration("duration", 10*time.Second, "measured time")
 	warmup := flag.Duration("warmup", time.Second, "load before measuring")
@@ -103,6 +117,12 @@ func main() {
 		if push {
 			path = fmt.Sprintf("/%s?ms=%d&size=%d", *shape, interval.Milliseconds(), *size)
 		}
+		if *shape == "game" {
+			path = *gamePath + strconv.Itoa(i / *room) + "/"
+			if *block && i == 0 {
+				path += "?block=1"
+			}
+		}
 		wg.Add(1)
 		sem <- struct{}{}
 		go func() {
@@ -135,6 +155,14 @@ func main() {
 		lat, res.Messages, res.Errors = rooms(cs, *size, *interval, *warmup, *duration)
 	case "ticks", "bcast":
 		lat, res.Messages = receiveOnly(cs, *warmup, *duration)
+	case "game":
+		g := game(cs, *interval, *warmup, *duration, *block)
+		lat, res.Errors = g.lat, g.errs
+		res.Ticks, res.Keys, res.KeysLost = g.ticks, g.keys, g.lost
+		res.Messages = int64(len(lat))
+		if n := len(cs) - btoi(*block); n > 0 {
+			res.TicksPerCS = float64(g.ticks) / float64(n) / duration.Seconds()
+		}
 	case "idle":
 	default:
 		fmt.Fprintln(os.Stderr, "ws-load: unknown -shape", *shape)
@@ -315,6 +343,107 @@ func receiveOnly(cs []*websocket.Conn, warmup, duration time.Duration) ([]time.D
 	}
 	wg.Wait()
 	return all, n.Load()
+}
+
+func btoi(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+type gameResult struct {
+	lat                     []time.Duration
+	ticks, keys, lost, errs int64
+}
+
+// game: every client presses a key every interval and reads frames; a key's
+// round trip is press → its ack ("a <ns> ..."); ticks ("t ...") are counted
+// in the measured window. Client 0 is left out when block is set.
+func game(cs []*websocket.Conn, interval, warmup, duration time.Duration, block bool) gameResult {
+	start := time.Now().Add(warmup)
+	end := start.Add(duration)
+	// the measured window, for a driver sampling the server's CPU
+	fmt.Fprintf(os.Stderr, "ws-load: window %d %d\n", start.UnixNano(), end.UnixNano())
+	var mu sync.Mutex
+	var r gameResult
+	var wg sync.WaitGroup
+	dirs := []string{"u", "r", "d", "l"}
+	for ci, c := range cs {
+		counted := !(block && ci == 0)
+		var sent atomic.Int64 // presses sent inside the window
+		wg.Add(1)
+		go func() { // receiver
+			defer wg.Done()
+			var mine []time.Duration
+			var ticks int64
+			for {
+				c.SetReadDeadline(end.Add(time.Second))
+				_, m, err := c.ReadMessage()
+				if err != nil {
+					break // the deadline ends it
+				}
+				now := time.Now()
+				if len(m) < 2 {
+					continue
+				}
+				switch m[0] {
+				case 't':
+					if now.After(start) && now.Before(end) {
+						ticks++
+					}
+				case 'a':
+					rest := m[2:]
+					sp := strings.IndexByte(string(rest), ' ')
+					if sp < 0 {
+						sp = len(rest)
+					}
+					ns, err := strconv.ParseInt(string(rest[:sp]), 10, 64)
+					if err != nil {
+						continue
+					}
+					at := time.Unix(0, ns)
+					if at.After(start) && at.Before(end) {
+						mine = append(mine, now.Sub(at))
+					}
+				}
+			}
+			if counted {
+				mu.Lock()
+				r.lat = append(r.lat, mine...)
+				r.ticks += ticks
+				r.keys += sent.Load()
+				r.lost += sent.Load() - int64(len(mine))
+				mu.Unlock()
+			}
+		}()
+		wg.Add(1)
+		go func() { // sender
+			defer wg.Done()
+			time.Sleep(time.Duration(rand.Int64N(int64(interval))))
+			t := time.NewTicker(interval)
+			defer t.Stop()
+			for i := 0; ; i++ {
+				now := <-t.C
+				if now.After(end) {
+					return
+				}
+				ts := time.Now()
+				c.SetWriteDeadline(ts.Add(10 * time.Second))
+				if err := c.WriteMessage(websocket.TextMessage, []byte("k "+strconv.FormatInt(ts.UnixNano(), 10)+" "+dirs[i%4])); err != nil {
+					mu.Lock()
+					r.errs++
+					mu.Unlock()
+					return
+				}
+				if ts.After(start) && ts.Before(end) {
+					sent.Add(1)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	return r
 }
 
 // treeRSS sums VmRSS (KiB) over pid and its descendants.

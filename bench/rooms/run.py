@@ -1,0 +1,386 @@
+"""bench/rooms: the rooms workload of issue 20 (a LiveView game shaped like
+djust's snake-arena) on turnstile and its ASGI peers.
+
+    bash bench/setup.sh && make build
+    python3 bench/rooms/run.py --reps 3 --duration 4 \\
+        --servers turnstile-on,turnstile-off,uvicorn,daphne,granian,hypercorn
+
+The app is bench/apps/rooms_site.py (a Channels sync WebsocketConsumer,
+rooms of 4, a per-room tick of 6 frames/s rendered from a Django template
+by every member's sync handler; each key press an ORM INSERT + COMMIT to
+PostgreSQL, then the board rendered and acked). The client is ws-load
+-shape game (bench/ws-load): a key every 400 ms per client.
+
+PostgreSQL: a throwaway cluster started by bench/rooms/pg.sh in
+bench/work/pg-rooms (ext4: commits wait for fsync), on the client core,
+rooms_move truncated before every run; stopped at the end.
+
+Per rep, for each level (the --conns, then the blocker arm: --block-conns
+clients, client 0 stalls its handler 200 ms once a second and is left out
+of the figures), every server in turn (interleaved), one process each,
+freshly started for each run (an overloaded run leaves queued work behind),
+under `taskset -c 1` (ws-load and PostgreSQL on core 0). Sampled every 0.25 s over ws-load's measured window: the
+server tree's CPU, its loop thread's (ts-loop-0 under turnstile, the main
+thread of the busiest process otherwise), that process's VmRSS, VmHWM and
+Threads.
+
+"Holds" = tick frames/client/s >= 0.95 x 6 and key p95 < 100 ms.
+Results: bench/results/rooms-<UTC>.{csv,md,meta.txt}. Python 3 stdlib only.
+"""
+
+import argparse
+import csv
+import datetime
+import json
+import os
+import re
+import shlex
+import socket
+import statistics
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+BENCH = os.path.dirname(HERE)
+ROOT = os.path.dirname(BENCH)
+APPS = os.path.join(BENCH, "apps")
+WORK = os.path.join(BENCH, "work")
+HOST = "127.0.0.1"
+PORT = 8792
+TARGET = "rooms_site:application"
+CLK = os.sysconf("SC_CLK_TCK")
+NOMINAL_TICKS = 6.0
+
+
+def server_argv(name, a):
+    vb = os.path.join(a.venv, "bin")
+    ts = [a.turnstile_bin, "--venv", a.venv, "--app-dir", APPS, "--host", HOST, "--port", str(PORT),
+          "--admin-bind", "off", "--log-level", "warning"]
+    if name == "turnstile-on":      # the defaults: --session-threads 4 --blocking-threads 4
+        return ts + [TARGET]
+    if name == "turnstile-off":     # asgiref's own threads, as before issue 20
+        return ts + ["--session-threads", "0", "--blocking-threads", "0", TARGET]
+    if name == "uvicorn":
+        return [os.path.join(vb, "uvicorn"), "--host", HOST, "--port", str(PORT), "--workers", "1",
+                "--loop", "uvloop", "--http", "httptools", "--ws", "websockets", "--app-dir", APPS,
+                "--log-level", "warning", "--no-access-log", TARGET]
+    if name == "granian":
+        return [os.path.join(vb, "granian"), "--interface", "asgi", "--workers", "1", "--host", HOST,
+                "--port", str(PORT), "--working-dir", APPS, "--log-level", "warning", "--no-access-log", TARGET]
+    if name == "hypercorn":
+        return [os.path.join(vb, "hypercorn"), "-b", "%s:%d" % (HOST, PORT), "-w", "1", "-k", "uvloop",
+                "--log-level", "warning", TARGET]
+    if name == "daphne":
+        return [os.path.join(vb, "daphne"), "-b", HOST, "-p", str(PORT), "-v", "0", TARGET]
+    raise SystemExit("unknown server " + name)
+
+
+def server_env(a):
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTHON")}
+    env["VIRTUAL_ENV"] = a.venv
+    env["PATH"] = os.path.join(a.venv, "bin") + os.pathsep + env.get("PATH", "")
+    env["PYTHONPATH"] = APPS
+    env["ROOMS_PG"] = a.pg_sock
+    return env
+
+
+# ---------------------------------------------------------------- /proc
+
+def read(path):
+    try:
+        with open(path) as f:
+            return f.read()
+    except OSError:
+        return None
+
+
+def stat_ticks(path):
+    """(ppid, utime+stime) of /proc/<pid>[/task/<tid>]/stat."""
+    data = read(path)
+    if not data:
+        return None
+    rest = data[data.rindex(")") + 2:].split()
+    return int(rest[1]), int(rest[11]) + int(rest[12])
+
+
+def tree(root):
+    """pids of root and its descendants."""
+    kids = {}
+    for name in os.listdir("/proc"):
+        if name.isdigit():
+            st = stat_ticks("/proc/%s/stat" % name)
+            if st:
+                kids.setdefault(st[0], []).append(int(name))
+    out, todo = [], [root]
+    while todo:
+        p = todo.pop()
+        out.append(p)
+        todo.extend(kids.get(p, ()))
+    return out
+
+
+def status(pid, field):
+    data = read("/proc/%d/status" % pid) or ""
+    m = re.search(r"^%s:\s+(\d+)" % field, data, re.M)
+    return int(m.group(1)) if m else 0
+
+
+def loop_tid(pid):
+    """ts-loop-0 under turnstile, else the process's main thread."""
+    for tid in os.listdir("/proc/%d/task" % pid) if os.path.isdir("/proc/%d/task" % pid) else ():
+        if (read("/proc/%d/task/%s/comm" % (pid, tid)) or "").strip() == "ts-loop-0":
+            return int(tid)
+    return pid
+
+
+class Sampler(threading.Thread):
+    """Every 0.25 s: (wall, {pid: ticks}, loop ticks per pid, RSS/threads)."""
+
+    def __init__(self, root):
+        super().__init__(daemon=True)
+        self.root, self.samples, self.stop_ev = root, [], threading.Event()
+
+    def run(self):
+        while not self.stop_ev.is_set():
+            t = time.time()
+            procs = {}
+            for pid in tree(self.root):
+                st = stat_ticks("/proc/%d/stat" % pid)
+                if st is None:
+                    continue
+                lt = stat_ticks("/proc/%d/task/%d/stat" % (pid, loop_tid(pid)))
+                procs[pid] = (st[1], lt[1] if lt else 0, status(pid, "VmRSS"), status(pid, "VmHWM"),
+                              status(pid, "Threads"))
+            self.samples.append((t, procs))
+            self.stop_ev.wait(0.25)
+
+    def window(self, t0, t1):
+        """Figures over [t0, t1] (the samples nearest inside it)."""
+        s = [x for x in self.samples if t0 <= x[0] <= t1]
+        if len(s) < 2:
+            return {}
+        a, b = s[0], s[-1]
+        dt = b[0] - a[0]
+        cpu = {p: (b[1][p][0] - a[1][p][0]) / CLK / dt for p in b[1] if p in a[1]}
+        worker = max(cpu, key=cpu.get)
+        loop = (b[1][worker][1] - a[1][worker][1]) / CLK / dt
+        return {"cpu": round(sum(cpu.values()), 3), "loop_cpu": round(loop, 3),
+                "rss_kib": max(x[1].get(worker, (0, 0, 0))[2] for x in s),
+                "hwm_kib": b[1][worker][3],
+                "threads": max(x[1].get(worker, (0, 0, 0, 0, 0))[4] for x in s),
+                "worker_pid": worker}
+
+
+# ---------------------------------------------------------------- runs
+
+def wait_ready(proc, timeout=60):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        if proc.poll() is not None:
+            return False
+        try:
+            with urllib.request.urlopen("http://%s:%d/" % (HOST, PORT), timeout=2) as r:
+                if r.status == 200:
+                    return True
+        except OSError:
+            time.sleep(0.2)
+    return False
+
+
+def stop(proc):
+    if proc.poll() is None:
+        proc.terminate()
+        try:
+            proc.wait(15)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, 9)
+            proc.wait()
+
+
+def psql(a, sql):
+    return subprocess.run(["runuser", "-u", "postgres", "--", os.path.join(a.pg_bin, "psql"), "-h", a.pg_sock,
+                           "-U", "postgres", "-d", "rooms", "-qAtc", sql],
+                          capture_output=True, text=True, check=True).stdout.strip()
+
+
+def one_run(a, name, proc, conns, block):
+    psql(a, "TRUNCATE rooms_move")
+    samp = Sampler(proc.pid)
+    samp.start()
+    argv = ["taskset", "-c", a.client_core, a.ws_load, "-url", "ws://%s:%d" % (HOST, PORT), "-shape", "game",
+            "-conns", str(conns), "-duration", "%gs" % a.duration, "-warmup", "%gs" % a.warmup, "-json",
+            "-name", name] + (["-block"] if block else [])
+    out = subprocess.run(argv, capture_output=True, text=True, timeout=a.duration * 4 + 120)
+    samp.stop_ev.set()
+    samp.join()
+    if out.returncode != 0:
+        return {"error": (out.stderr or out.stdout).strip()[-300:]}
+    r = json.loads(out.stdout)
+    m = re.search(r"window (\d+) (\d+)", out.stderr)
+    if m:
+        r.update(samp.window(int(m.group(1)) / 1e9, int(m.group(2)) / 1e9))
+    r["saved"] = int(psql(a, "SELECT count(*) FROM rooms_move"))
+    r["holds"] = bool(r.get("ticks_per_client_s", 0) >= 0.95 * NOMINAL_TICKS and r.get("p95_ms", 1e9) < 100)
+    return r
+
+
+def insert_latency(a):
+    """p50/p99 ms of 100 autocommit INSERTs through psycopg (the meta)."""
+    code = ("import psycopg,time,statistics;c=psycopg.connect(host=%r,dbname='rooms',user='postgres',autocommit=True);"
+            "L=[]\nfor i in range(100):\n t=time.perf_counter();c.execute(\"INSERT INTO rooms_move(room,player,key,sent_ns,at)"
+            " VALUES (0,'m','u',0,now())\");L.append((time.perf_counter()-t)*1e3)\n"
+            "L.sort();print('%%.2f %%.2f'%%(L[49],L[98]))") % a.pg_sock
+    return subprocess.run([os.path.join(a.venv, "bin", "python"), "-c", code], capture_output=True,
+                          text=True).stdout.strip()
+
+
+KEYS = ["server", "rep", "arm", "conns", "ticks_per_client_s", "p50_ms", "p95_ms", "p99_ms", "keys", "keys_lost",
+        "saved", "errors", "holds", "cpu", "loop_cpu", "rss_kib", "hwm_kib", "threads", "loadavg", "error"]
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--servers", default="turnstile-on,turnstile-off,uvicorn,daphne,granian,hypercorn")
+    p.add_argument("--conns", default="32,64,96,128,256")
+    p.add_argument("--block-conns", type=int, default=32, help="the blocker arm's clients (0: none)")
+    p.add_argument("--reps", type=int, default=3)
+    p.add_argument("--duration", type=float, default=4)
+    p.add_argument("--warmup", type=float, default=1.5)
+    p.add_argument("--server-core", default="1")
+    p.add_argument("--client-core", default="0")
+    p.add_argument("--venv", default=os.path.join(WORK, "venv-3.11"))
+    p.add_argument("--turnstile-bin", default=os.environ.get("TURNSTILE_BIN") or os.path.join(ROOT, "bin", "turnstile"))
+    p.add_argument("--pg-dir", default=os.path.join(WORK, "pg-rooms"))
+    p.add_argument("--out", default=os.path.join(BENCH, "results"))
+    p.add_argument("--note", default="", help="a line for the meta (e.g. what else runs on the machine)")
+    p.add_argument("--summarize", metavar="CSV", help="only rewrite CSV's .md from its rows")
+    a = p.parse_args()
+    if a.summarize:
+        rows = [dict(r, conns=int(r["conns"])) for r in csv.DictReader(open(a.summarize))]
+        servers = list(dict.fromkeys(r["server"] for r in rows))
+        plan = list(dict.fromkeys((r["arm"], r["conns"]) for r in rows))
+        base = a.summarize[:-len(".csv")]
+        with open(base + ".md", "w") as f:
+            f.write("# rooms %s\n\n%s" % (os.path.basename(base)[len("rooms-"):], summarize(rows, servers, plan)))
+        return
+
+    os.makedirs(a.out, exist_ok=True)
+    a.ws_load = os.path.join(WORK, "ws-load")
+    subprocess.run(["go", "build", "-o", a.ws_load, "./ws-load"], cwd=BENCH, check=True)
+    # a private copy: a rebuild mid-run cannot change the binary
+    snap = os.path.join(WORK, "turnstile-rooms-%d" % os.getpid())
+    subprocess.run(["cp", os.path.realpath(a.turnstile_bin), snap], check=True)
+    ts_version = subprocess.run([snap, "--version"], capture_output=True, text=True).stdout.strip()
+    a.turnstile_bin = snap
+    a.pg_bin = sorted((os.path.join("/usr/lib/postgresql", v, "bin") for v in os.listdir("/usr/lib/postgresql")),
+                      key=lambda s: [int(x) for x in re.findall(r"\d+", s)])[-1]
+    a.pg_sock = subprocess.run(["taskset", "-c", a.client_core, "bash", os.path.join(HERE, "pg.sh"), "start", a.pg_dir],
+                               capture_output=True, text=True, check=True).stdout.strip().splitlines()[-1]
+    pg_version = psql(a, "SHOW server_version")
+    ins = insert_latency(a)
+
+    servers = a.servers.split(",")
+    plan = [("full", int(n)) for n in a.conns.split(",") if n]
+    if a.block_conns:
+        plan.append(("blocker", a.block_conns))
+    stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    base = os.path.join(a.out, "rooms-%s" % stamp)
+    started, load_before = time.time(), open("/proc/loadavg").read().split()[:3]
+    rows, cmdlines = [], {}
+    try:
+        for rep in range(a.reps):
+            for arm, conns in plan:
+                for name in servers:
+                    argv = ["taskset", "-c", a.server_core] + server_argv(name, a)
+                    cmdlines[name] = shlex.join(argv)
+                    logf = open(os.path.join(WORK, "rooms-%s-%s.log" % (stamp, name)), "a")
+                    proc = subprocess.Popen(argv, cwd=APPS, env=server_env(a), stdin=subprocess.DEVNULL, stdout=logf,
+                                            stderr=subprocess.STDOUT, start_new_session=True)
+                    try:
+                        if not wait_ready(proc):
+                            print("%s: did not start (log in bench/work)" % name, file=sys.stderr)
+                            continue
+                        r = one_run(a, name, proc, conns, arm == "blocker")
+                        r.update(server=name, rep=rep, arm=arm, conns=conns,
+                                 loadavg=open("/proc/loadavg").read().split()[0])
+                        rows.append(r)
+                        print(json.dumps({k: r.get(k) for k in KEYS if k in r}), flush=True)
+                    finally:
+                        stop(proc)
+                        logf.close()
+    finally:
+        subprocess.run(["bash", os.path.join(HERE, "pg.sh"), "stop", a.pg_dir])
+        os.unlink(snap)
+    load_after = open("/proc/loadavg").read().split()[:3]
+
+    with open(base + ".csv", "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=KEYS, extrasaction="ignore")
+        w.writeheader()
+        w.writerows(rows)
+    md = summarize(rows, servers, plan)
+    with open(base + ".md", "w") as f:
+        f.write("# rooms %s\n\n%s" % (stamp, md))
+    with open(base + ".meta.txt", "w") as f:
+        f.write("started %s UTC, %.0f s\n" % (datetime.datetime.fromtimestamp(started, datetime.timezone.utc)
+                                               .strftime("%Y-%m-%d %H:%M:%S"), time.time() - started))
+        f.write("host %s, %d CPUs: %s\n" % (socket.gethostname(), os.cpu_count(), cpu_model()))
+        f.write("load average before %s, after %s\n" % (" ".join(load_before), " ".join(load_after)))
+        f.write("reps %d interleaved, %gs measured after %gs warm-up; servers on core %s, ws-load and PostgreSQL on core %s\n"
+                % (a.reps, a.duration, a.warmup, a.server_core, a.client_core))
+        f.write("plan %s\n" % plan)
+        f.write("turnstile %s\n" % ts_version)
+        f.write("PostgreSQL %s (%s), synchronous_commit=on fsync=on, data on %s; 100 autocommit INSERTs p50/p99 ms: %s\n"
+                % (pg_version, a.pg_bin, a.pg_dir, ins))
+        f.write("venv %s: %s\n" % (a.venv, versions(a)))
+        if a.note:
+            f.write("note: %s\n" % a.note)
+        for name, c in cmdlines.items():
+            f.write("cmd %s: ROOMS_PG=%s %s\n" % (name, a.pg_sock, c))
+    print(md)
+    print("results: %s.{csv,md,meta.txt}" % base)
+
+
+def cpu_model():
+    m = re.search(r"model name\s*:\s*(.*)", read("/proc/cpuinfo") or "")
+    return m.group(1) if m else "?"
+
+
+def versions(a):
+    code = ("import importlib.metadata as m\nfor n in ['Django','channels','asgiref','psycopg','uvicorn','uvloop',"
+            "'websockets','daphne','granian','Hypercorn']:\n try: print(n+'=='+m.version(n),end=' ')\n except Exception: pass")
+    return subprocess.run([os.path.join(a.venv, "bin", "python"), "-c", code], capture_output=True, text=True).stdout.strip()
+
+
+def summarize(rows, servers, plan):
+    out = ["Medians over reps. ticks = tick frames per client per second (nominal %g); key = press -> ack ms; "
+           "CPU in cores (server tree; loop = its loop thread); RSS/HWM of the busiest process, MiB; threads = its max. "
+           "holds = reps where ticks >= %.2f and key p95 < 100 ms.\n" % (NOMINAL_TICKS, 0.95 * NOMINAL_TICKS),
+           "| arm | clients | server | ticks/c/s | key p50 | key p95 | key p99 | CPU | loop CPU | RSS MiB | HWM MiB | threads | holds |",
+           "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    for arm, conns in plan:
+        for name in servers:
+            rs = [r for r in rows if r["server"] == name and r["arm"] == arm and r["conns"] == conns and not r.get("error")]
+            if not rs:
+                out.append("| %s | %d | %s | failed |||||||||" % (arm, conns, name))
+                continue
+
+            def med(k, scale=1.0):
+                v = [float(r[k]) for r in rs if r.get(k) not in (None, "")]
+                return statistics.median(v) * scale if v else float("nan")
+
+            def key(k):  # a run with no key acked in its window counts as infinitely slow
+                v = [float(r[k]) if float(r.get("p50_ms") or 0) > 0 else float("inf") for r in rs]
+                m = statistics.median(v)
+                return "%.1f" % m if m != float("inf") else "none acked"
+            out.append("| %s | %d | %s | %.2f | %s | %s | %s | %.2f | %.2f | %.0f | %.0f | %.0f | %d/%d |" % (
+                arm, conns, name, med("ticks_per_client_s"), key("p50_ms"), key("p95_ms"), key("p99_ms"), med("cpu"),
+                med("loop_cpu"), med("rss_kib", 1 / 1024), med("hwm_kib", 1 / 1024), med("threads"),
+                sum(r["holds"] in (True, "True") for r in rs), len(rs)))
+    return "\n".join(out) + "\n"
+
+
+if __name__ == "__main__":
+    main()
