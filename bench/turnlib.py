@@ -296,7 +296,7 @@ def quiet(threshold=0.25, max_wait=5):
 def versions(venv, tinfo):
     py = os.path.join(venv, "bin", "python")
     freeze = R.sh([py, "-m", "pip", "freeze", "--disable-pip-version-check"]).splitlines()
-    keep = ("granian", "gunicorn", "uwsgi", "django")
+    keep = ("granian", "gunicorn", "uwsgi", "django", "uvicorn", "uvloop", "hypercorn", "daphne", "djust", "aioquic")
     return [
         "python (venv): %s" % R.sh([py, "-VV"]),
         "packages: " + ", ".join(l for l in freeze if l.split("==")[0].lower() in keep),
