@@ -4,6 +4,21 @@
 // internal/python's _turnstile_layer module (layer.c, layer.go), one cgo
 // call per send, group_send, receive or drain.
 //
+// Three parts:
+//
+//   - Store (this file): one worker's channels, groups and endpoints.
+//   - The relay across the workers of one host (relay.go): under
+//     --workers 2 or more each worker's Store has a link to the master's
+//     Hub (internal/supervise, layer.go) on the socketpair it inherits at
+//     workerctl.LayerFD; the Hub tracks which workers have members of
+//     which group and forwards group sends, sends to another worker's
+//     channel and fan-out frames, in one order for every worker. The
+//     master imports this package for the Hub; it stays pure Go.
+//   - The fan-out to sockets (frames.go, group_send_frames): members that
+//     are the channel of a WebSocket session of this worker get one
+//     message written to their sockets by Go (SocketWriter, set by
+//     internal/asgi, fanout.go), framed once; no member's receive runs.
+//
 // Shapes (Channels' channel layer specification,
 // https://channels.readthedocs.io/en/stable/channel_layer_spec.html):
 //

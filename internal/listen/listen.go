@@ -1,7 +1,9 @@
 // Package listen opens the sockets turnstile serves on: the HTTP listener
 // a lone server or the master binds (Bind), the one a worker inherits from
-// the master (Inherited, at workerctl.ListenerFD), and the admin listener
-// (Admin). It is pure Go (no cgo): the master (internal/supervise) binds
+// the master (Inherited, at workerctl.ListenerFD), the admin listener
+// (Admin), and HTTP/3's UDP sockets (BindUDP: one per worker slot in a
+// SO_REUSEPORT group, which the master binds and a worker inherits at
+// workerctl.QUICFD; PacketConn). It is pure Go (no cgo): the master (internal/supervise) binds
 // with it and links no Python; internal/server wraps what it returns (the
 // accept gate, the PROXY protocol reader, TLS).
 package listen

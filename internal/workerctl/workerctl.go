@@ -13,7 +13,8 @@
 //     file travel in internal/cliconf's EnvSettings;
 //   - the shared listening socket as ListenerFD and the write end of the
 //     control pipe as ControlFD (ExtraFiles); under --http3, its slot's
-//     UDP socket as QUICFD;
+//     UDP socket as QUICFD; its end of the channel layer's relay
+//     socketpair as LayerFD (internal/chlayer, relay.go);
 //   - stdout and stderr on a pipe the master forwards to its log.
 //
 // The worker writes one Msg per line on ControlFD (Encode); the master
