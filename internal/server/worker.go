@@ -1,6 +1,3 @@
-// Package server runs a turnstile worker: it starts CPython and the pool,
-// serves HTTP/1.1 through internal/http1 and the admin listener, and stops
-// gracefully on SIGTERM/SIGINT. See doc.go for the flow.
 package server
 
 import (

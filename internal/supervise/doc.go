@@ -1,4 +1,10 @@
-// The life of a master.
+// Package supervise is turnstile's master: a pure-Go process that never
+// initialises Python. It binds the listener, runs --workers worker
+// processes (re-execs of its own binary), replaces the ones that die or
+// ask to be recycled, restarts them one by one on SIGHUP or --reload,
+// owns the admin listener, and stops them gracefully.
+//
+// The life of a master:
 //
 //  1. cmd/turnstile sees no TURNSTILE_WORKER in the environment and calls
 //     Run. The master never initialises CPython, so a Python
@@ -14,7 +20,9 @@
 //     and the settings it read from the environment and the --config file
 //     (TURNSTILE_WORKER_SETTINGS, internal/cliconf), --user/--group
 //     credentials, TURNSTILE_WORKER=<id>, the listener as fd 3,
-//     the write end of a control pipe as fd 4 (workerctl.Env,
+//     the write end of a control pipe as fd 4, under --http3 its slot's
+//     UDP socket as fd 5 (quic.go) and its end of the channel layer's
+//     relay socketpair as fd 6 (layer.go) (workerctl.Env,
 //     workerctl.ExtraFiles), stdout and stderr on a pipe,
 //     its own process group (a terminal's Ctrl-C reaches the master only)
 //     and SIGTERM as parent-death signal.
@@ -68,7 +76,13 @@
 //     bound. A second SIGTERM/SIGINT kills the workers at once (exit
 //     status 1).
 //
-// The admin listener (admin.go) answers /livez itself, and /readyz and
-// /metrics by asking each worker's own admin handler on a Unix socket in
-// a private temporary directory.
+// The admin listener (admin.go) answers /livez itself, and /readyz,
+// /metrics and /debug/* (/debug/status is what `turnstile top` reads) by
+// asking each worker's own admin handler on a Unix socket in a private
+// temporary directory; POST /ctl/* (`turnstile ctl`) acts as the signals
+// do, and /ctl/reload-certs reloads the certificates only (certs.go).
+//
+// The master also holds what must outlive a worker: HTTP/3's UDP socket
+// per worker slot (quic.go) and the channel layer's Hub, which relays
+// group sends between the workers (layer.go, internal/chlayer relay.go).
 package supervise

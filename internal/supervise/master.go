@@ -1,8 +1,3 @@
-// Package supervise is turnstile's master: a pure-Go process that never
-// initialises Python. It binds the listener, runs --workers worker
-// processes (re-execs of its own binary), replaces the ones that die or
-// ask to be recycled, restarts them one by one on SIGHUP or --reload,
-// owns the admin listener, and stops them gracefully. See doc.go.
 package supervise
 
 import (
