@@ -1,7 +1,12 @@
-// Command turnstile serves a Python WSGI app (ASGI: see README) from an
-// embedded CPython. It only parses flags and wires packages together.
+// Command turnstile serves a Python WSGI or ASGI app from an embedded
+// CPython. It only parses flags and wires packages together: without
+// TURNSTILE_WORKER it runs the master (internal/supervise), with it a
+// worker (internal/server).
 //
 //	turnstile [flags] MODULE:ATTR
+//	turnstile check [flags] MODULE:ATTR   import the app, print the effective settings (check.go)
+//	turnstile top | ctl ACTION            the live view and control, on the admin listener (top.go)
+//	turnstile version
 package main
 
 import (

@@ -9,8 +9,8 @@
 //     method, path, headers, client, server, and the body when it has all
 //     arrived within MaxPrefetchBytes) into it.
 //  2. ts_asgi_begin binds the slot to the loop of the request's
-//     connection (Handler.loopFor: with several loops, the one pick gave
-//     the connection on its first request; --loops) and
+//     connection (Handler.loopFor, handler.go: with several loops, the one
+//     pick gave the connection on its first request; --loops) and
 //     ts_asgi_push_new sets the request's fields and puts a TS_EV_NEW event
 //     on the loop's queue (queue.c; internal/python's wake list writes the
 //     eventfd only when the loop sleeps).
@@ -31,6 +31,16 @@
 // is its adapter (scope, accept/denial, the websocket.* messages). Lifespan
 // runs on each loop before it serves (Loop.Start) and after (StopLoops).
 // The watchdog reads each loop's heartbeat and probe lag (watch.go).
+//
+// Sync work of the app (asgiref's thread-sensitive calls, sync_to_async)
+// runs on the worker's pools (internal/python Pool, lanes.c) rather than
+// on asgiref's threads: call.c queues each call from the loop thread on a
+// pool thread's lane and completes it on the loop's own queue; SetPools
+// (pools.go) hands the loops the pools internal/server started.
+//
+// The channel layer's fan-out (fanout.go) queues a group's frame, framed
+// once, on each member's WebSocket session; the session's writer writes
+// it without the loop or Python.
 //
 // The Python side is python/turnstile/_asgi.py, compiled once per process
 // and run by each loop thread with its LoopBridge.

@@ -5,6 +5,10 @@
 // pair (thread.c) where the turnstile barrier lives (one per process, as
 // the GIL is). wakelist.h is the list + eventfd + need-wake protocol by
 // which a C producer wakes one consumer per burst (a pool's done list).
+// A pool's threads also each have a lane (lanes.c), a job list of their
+// own: the ASGI sync-work pools bind a request or a WebSocket session to
+// one thread and submit its calls there (ts_pool_submit_to); the WSGI
+// pool uses only the shared queue.
 //
 // Life of a job (DESIGN.md, the crossing rule):
 //

@@ -24,8 +24,12 @@
 //     reassembles fragments and answers pings; each message is checked
 //     (size, UTF-8 of text) and handed to App.Deliver, which may ask the
 //     reader to wait (Full) until the adapter calls Resume. The adapter's
-//     writer sends the app's messages (Send) and close (Close). A timer
-//     pings the client (keepalive.go).
+//     writer sends the app's messages (Send) and close (Close) inside a
+//     BeginWrites batch, or, when nothing can block, in a non-blocking
+//     turn (TryBegin, TryEnd: what the socket did not take waits in the
+//     wire for FlushPending). A message for many connections (the
+//     channel layer's fan-out) is framed once (Prepare, SendPrepared;
+//     prepared.go). A timer pings the client (keepalive.go).
 //  4. The end: the client's close frame, a reset, a violation, a ping
 //     timeout, the app's close or a server stop. App.Disconnect gets the
 //     code the app is to see, App.ReaderDone follows once the reader has
