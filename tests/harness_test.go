@@ -21,6 +21,12 @@
 //     h2cConn, h2TLSConn and runCurl in http2_test.go, fw* in
 //     frameworks_test.go (PyPI framework apps), asgi* in asgi_test.go,
 //     supServing, supWaitReady and supWriteFile in supervise_test.go.
+//   - Kept next to their first tests, used by others too: adminAddr in
+//     top_test.go; waitFor in buffer_test.go; httpsURL, newKey, writePEM
+//     and getTLSJSON in tls_test.go; h3Client and startH3 in
+//     http3_test.go; startFailure in errors_test.go; wsNoTracebacks,
+//     waitStats and mustJSON in websocket_test.go; firstLine in
+//     environ_test.go.
 package tests
 
 import (
