@@ -178,7 +178,7 @@ type loopWatch struct {
 	stallSecs  prometheus.Counter
 	stallCount prometheus.Counter
 	conns      prometheus.GaugeFunc // Loop.Connections, read at each scrape
-	current    *stallState // the stall in progress; guarded by Watchdog.mu
+	current    *stallState          // the stall in progress; guarded by Watchdog.mu
 	// stalled is current != nil, readable without Watchdog.mu: LoopStalled
 	// runs for every new connection of a worker with several loops.
 	stalled atomic.Bool
