@@ -227,6 +227,17 @@ func TestTLS_PlainHTTPOnTLSPort(t *testing.T) {
 	if len(recs) != 1 || recs[0]["level"] != "INFO" {
 		t.Errorf("records %v; want one at INFO", recs)
 	}
+	// A scanner's burst: every one answered, none logged within the next
+	// 10 s (one record per 10 s, with the count since the last).
+	for i := 0; i < 20; i++ {
+		if got, _ := Raw(t, s.Addr, "GET / HTTP/1.1\r\nHost: a\r\n\r\n", 5*time.Second); !strings.HasPrefix(got, "HTTP/1.0 400 ") {
+			t.Fatalf("request %d of the burst: %q", i, got)
+		}
+	}
+	time.Sleep(200 * time.Millisecond)
+	if n := strings.Count(s.Logs(), "plain HTTP request on the TLS port"); n != 1 {
+		t.Errorf("%d records after a burst of 20 more; want the first one only", n)
+	}
 	// HTTPS still works.
 	resp, err := pki.httpsClient().Get(httpsURL(s) + "/")
 	if err != nil {

@@ -183,6 +183,10 @@ type Server struct {
 	nfresh    atomic.Int64 // connections that have not begun a request (conn.fresh)
 	inflight  atomic.Int64
 	overLimit atomic.Int64 // requests answered 503 above MaxConcurrency
+	// plainTLS: plain-HTTP requests on the TLS port, and when the last
+	// was logged (unix ns): one record per plainTLSEvery, so that a
+	// scanner cannot flood the log (serve).
+	plainTLS, plainTLSLogged atomic.Int64
 
 	onShutdown   []func() // guarded by mu; RegisterOnShutdown (hijack.go)
 	h2registered bool     // guarded by mu: HTTP2.Shutdown is in onShutdown
@@ -748,6 +752,24 @@ func (w *connWriter) readFrom(r io.Reader) (int64, error) {
 	return n, err
 }
 
+// plainTLSEvery is the least time between two records of plain-HTTP
+// requests on the TLS port.
+const plainTLSEvery = 10 * time.Second
+
+// logPlainTLS logs a plain-HTTP request on the TLS port (answered 400):
+// the first at once, then at most one record per plainTLSEvery, which
+// counts those answered since the last record (count; 1 when alone).
+func (s *Server) logPlainTLS(remote net.Addr) {
+	n := s.plainTLS.Add(1)
+	now := time.Now().UnixNano()
+	last := s.plainTLSLogged.Load()
+	if last != 0 && now-last < int64(plainTLSEvery) || !s.plainTLSLogged.CompareAndSwap(last, now) {
+		return
+	}
+	s.plainTLS.Add(-n)
+	s.logger().Info("http1: plain HTTP request on the TLS port: answered 400", "remote", remote, "count", n)
+}
+
 // serve runs the connection: see doc.go, "Life of a request".
 func (c *conn) serve() {
 	defer c.release()
@@ -760,8 +782,9 @@ func (c *conn) serve() {
 		if err := tc.HandshakeContext(context.Background()); err != nil {
 			var re tls.RecordHeaderError
 			if errors.As(err, &re) && re.Conn != nil && looksLikeHTTP(re.RecordHeader) {
-				// Plain HTTP on the TLS port: say so, as net/http does.
-				c.srv.logger().Info("http1: plain HTTP request on the TLS port: answered 400", "remote", c.req.RemoteAddr)
+				// Plain HTTP on the TLS port: say so, as net/http does;
+				// logged once per plainTLSEvery with how many came since.
+				c.srv.logPlainTLS(c.req.RemoteAddr)
 				io.WriteString(re.Conn, "HTTP/1.0 400 Bad Request\r\n\r\nClient sent an HTTP request to an HTTPS server.\n")
 				return
 			}
