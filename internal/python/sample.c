@@ -9,9 +9,11 @@
  * The watchdog must see where a stalled loop is stuck even when the loop
  * holds the GIL in C code (a regex, sum(range(10**10))): a sampler that
  * needs the GIL gets nothing. Like faulthandler's traceback dump, this walks
- * the thread's frame chain with plain reads, racing the thread it reads: the
- * caller accepts an occasional garbled frame, and every pointer is checked
- * for type before use. It is called from a Go goroutine through cgo, never
+ * the thread's frame chain racing the thread it reads: the caller accepts
+ * an occasional garbled frame. The frames and the code objects' headers
+ * are copied with process_vm_readv (safe_read), so a pointer the race left
+ * dangling ends the walk rather than the process; a code object is checked
+ * for type before its line table and names are read. It is called from a Go goroutine through cgo, never
  * attaches and never allocates Python objects.
  *
  * The frame layout is private and changes by version (3.11 and 3.12:
@@ -25,8 +27,27 @@
 #include "internal/pycore_frame.h"
 
 #include <string.h>
+#include <sys/uio.h>
+#include <unistd.h>
 
 #define TS_MAX_FRAMES 128
+
+/* safe_read copies n bytes at src into dst with process_vm_readv on this
+ * process: an address the race left pointing at unmapped memory (a frame
+ * being popped, a code object freed) fails with EFAULT instead of a
+ * SIGSEGV, which Go's handler turns into the worker's death (seen: 400
+ * threads starting while the watchdog sampled a stalled loop). 0, or -1
+ * when the bytes cannot be read. */
+static int
+safe_read(void *dst, const void *src, size_t n)
+{
+    struct iovec local = {dst, n}, remote = {(void *)src, n};
+
+    if (src == NULL) {
+        return -1;
+    }
+    return process_vm_readv(getpid(), &local, 1, &remote, 1, 0) == (ssize_t)n ? 0 : -1;
+}
 
 /* copy_str appends the text of a str object read without the GIL: ASCII
  * and latin-1 as is, other kinds as '?' per character. Returns the new
@@ -62,6 +83,7 @@ size_t
 ts_sample_stack(PyThreadState *tstate, char *out, size_t cap)
 {
     _PyInterpreterFrame *frame;
+    _PyInterpreterFrame fc;  /* the current frame, copied (safe_read) */
     size_t len = 0;
     int depth;
 
@@ -69,33 +91,42 @@ ts_sample_stack(PyThreadState *tstate, char *out, size_t cap)
         return 0;
     }
 #if PY_VERSION_HEX >= 0x030D0000
-    frame = tstate->current_frame;
-#else
-    if (tstate->cframe == NULL) {
+    if (safe_read(&frame, &tstate->current_frame, sizeof frame) < 0) {
         return 0;
     }
-    frame = tstate->cframe->current_frame;
+#else
+    {
+        _PyCFrame *cf;
+        if (safe_read(&cf, &tstate->cframe, sizeof cf) < 0 || cf == NULL
+            || safe_read(&frame, &cf->current_frame, sizeof frame) < 0) {
+            return 0;
+        }
+    }
 #endif
-    for (depth = 0; frame != NULL && depth < TS_MAX_FRAMES; depth++, frame = frame->previous) {
+    for (depth = 0; frame != NULL && depth < TS_MAX_FRAMES; depth++, frame = fc.previous) {
+        PyObject ob;             /* the code object's header, copied */
         PyCodeObject *code;
         int lasti, line;
         char num[16];
         size_t k;
 
+        if (safe_read(&fc, frame, sizeof fc) < 0) {
+            break;  /* the chain moved under us: what was read stands */
+        }
 #if PY_VERSION_HEX >= 0x030C0000
-        if (frame->owner == FRAME_OWNED_BY_CSTACK) {
+        if (fc.owner == FRAME_OWNED_BY_CSTACK) {
             continue;
         }
 #endif
 #if PY_VERSION_HEX >= 0x030D0000
-        code = (PyCodeObject *)frame->f_executable;
+        code = (PyCodeObject *)fc.f_executable;
 #else
-        code = frame->f_code;
+        code = fc.f_code;
 #endif
-        if (code == NULL || Py_TYPE(code) != &PyCode_Type) {
+        if (code == NULL || safe_read(&ob, code, sizeof ob) < 0 || ob.ob_type != &PyCode_Type) {
             continue;
         }
-        lasti = _PyInterpreterFrame_LASTI(frame);
+        lasti = _PyInterpreterFrame_LASTI(&fc);
         if (lasti < 0) {
             continue;  /* an incomplete frame: not started yet */
         }
