@@ -27,10 +27,11 @@
 //     sends GOAWAY (RFC 9114 §5.2) on every connection and waits for
 //     their streams to finish, until its context ends; then it closes
 //     what is left. A connection without a request in progress is
-//     closed DrainGrace after the GOAWAY (RFC 9114 §5.2 lets the server
-//     close once the requests below the GOAWAY's id are done; streams
-//     opened meanwhile are rejected with H3_REQUEST_REJECTED, which a
-//     client retries elsewhere).
+//     closed DrainGrace after the GOAWAY, once its last response is
+//     acknowledged (RFC 9114 §5.2 lets the server close once the
+//     requests below the GOAWAY's id are done; streams opened meanwhile
+//     are rejected with H3_REQUEST_REJECTED, which a client retries
+//     elsewhere).
 package h3
 
 import (
@@ -170,6 +171,30 @@ type connState struct {
 	active atomic.Int64 // requests being served (serveHTTP)
 	h      *http1.StreamHandler
 	c      *quic.Conn
+
+	// Read and written by closeIdle only: the connection's packet counts
+	// when last looked at, and since when they have not moved.
+	sent, recv uint64
+	quiet      time.Time
+}
+
+// drained reports whether c, with no request in progress, has also gone
+// quiet: no packet sent or received for three probe timeouts (RFC 9002
+// §6.2.1: PTO = smoothed_rtt + max(4×rttvar, 1 ms) + max_ack_delay, the
+// peer's default 25 ms). A response whose handler has returned may still
+// sit in quic-go's send buffer or wait for its acknowledgement; while it
+// does, quic-go sends (data, then a probe each PTO), so a connection
+// quiet that long has had its last response acknowledged, or lost its
+// peer. Closing earlier cut such responses short (the client read
+// H3_NO_ERROR in place of the body's end).
+func (cs *connState) drained(now time.Time) bool {
+	st := cs.c.ConnectionStats()
+	if st.PacketsSent != cs.sent || st.PacketsReceived != cs.recv || cs.quiet.IsZero() {
+		cs.sent, cs.recv, cs.quiet = st.PacketsSent, st.PacketsReceived, now
+		return false
+	}
+	pto := st.SmoothedRTT + max(4*st.MeanDeviation, time.Millisecond) + 25*time.Millisecond
+	return now.Sub(cs.quiet) >= 3*pto
 }
 
 // Serve serves HTTP/3 on pc until Shutdown or Close, and returns nil
@@ -301,7 +326,8 @@ func (s *Server) Shutdown(ctx context.Context) error {
 }
 
 // closeIdle closes, from DrainGrace on, the connections that have no
-// request in progress, until stop.
+// request in progress and have gone quiet (connState.drained), until
+// stop.
 func (s *Server) closeIdle(ctx context.Context, stop chan struct{}) {
 	t := time.NewTimer(s.cfg.DrainGrace)
 	select {
@@ -317,8 +343,9 @@ func (s *Server) closeIdle(ctx context.Context, stop chan struct{}) {
 	defer tick.Stop()
 	for {
 		s.mu.Lock()
+		now := time.Now()
 		for cs := range s.conns {
-			if cs.active.Load() == 0 {
+			if cs.active.Load() == 0 && cs.drained(now) {
 				cs.c.CloseWithError(quic.ApplicationErrorCode(http3.ErrCodeNoError), "")
 			}
 		}
