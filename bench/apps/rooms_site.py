@@ -18,8 +18,43 @@ snake-arena: a Django project with a sync Channels WebsocketConsumer.
 ROOMS_PG: the PostgreSQL socket directory (bench/rooms/pg.sh); database
 "rooms", user postgres, table rooms_move made by bench/rooms/run.py.
 CONN_MAX_AGE=None: each thread keeps its connection.
+
+Issue 21's arms (bench/rooms/run.py sets these; the defaults are issue
+20's workload):
+
+ROOMS_LAYER       memory (Channels' InMemoryChannelLayer, the default),
+                  turnstile (turnstile.channels.ChannelLayer), redis
+                  (channels_redis's RedisChannelLayer) or pubsub
+                  (channels_redis's RedisPubSubChannelLayer); capacity
+                  1000 where the layer has one.
+ROOMS_REDIS       Redis's address for redis and pubsub
+                  (unix:///path/redis.sock or redis://host:port).
+ROOMS_TICKS       channels (the default): the ticker group_sends
+                  {"type": "room.tick"} and every member's sync room_tick
+                  renders the board and sends it; fanout (turnstile's
+                  layer only): the ticker renders the board once and
+                  group_send_frames it, Go writes it to every member's
+                  socket and no member's Python runs (README, "Fan-out
+                  without Python"). The frame is the same text either way:
+                  render() does not depend on the member.
+ROOMS_WORK        db (the default): a key press is the ORM INSERT above;
+                  cpu: no database, the key press runs cpu_work() instead,
+                  ROOMS_CPU_ITERS (3000) rounds of pure-Python arithmetic
+                  holding the GIL: a fixed amount of work, the same on every
+                  server (run.py records its cost per call in the meta).
+ROOMS_CLOCK_DIR   a directory: with several worker processes each runs its
+                  own RoomState, and a room's members may sit on different
+                  workers, so only the worker holding flock() on
+                  <dir>/room-<k> runs the room's ticker (the others retry
+                  every tick period, so one takes over when the holder's
+                  members leave). Without it every process ticks its rooms.
+                  A room's board (positions, scores) is the state of the
+                  process that renders it: per worker, as an app keeping
+                  it in process memory would have it; the work per frame
+                  is the same.
 """
 import asyncio
+import fcntl
 import os
 import threading
 import time
@@ -27,6 +62,27 @@ from urllib.parse import parse_qs
 
 import django
 from django.conf import settings
+
+LAYER = os.environ.get("ROOMS_LAYER", "memory")
+REDIS = os.environ.get("ROOMS_REDIS", "")
+LAYERS = {
+    "memory": {"BACKEND": "channels.layers.InMemoryChannelLayer", "CONFIG": {"capacity": 1000}},
+    "turnstile": {"BACKEND": "turnstile.channels.ChannelLayer", "CONFIG": {"capacity": 1000}},
+    "redis": {"BACKEND": "channels_redis.core.RedisChannelLayer",
+              "CONFIG": {"hosts": [{"address": REDIS}], "capacity": 1000}},
+    "pubsub": {"BACKEND": "channels_redis.pubsub.RedisPubSubChannelLayer",
+               "CONFIG": {"hosts": [{"address": REDIS}]}},
+}
+if LAYER not in LAYERS:
+    raise SystemExit("ROOMS_LAYER=%r: one of %s" % (LAYER, ", ".join(LAYERS)))
+TICKS = os.environ.get("ROOMS_TICKS", "channels")
+if TICKS not in ("channels", "fanout") or (TICKS == "fanout" and LAYER != "turnstile"):
+    raise SystemExit("ROOMS_TICKS=%r: channels, or fanout with ROOMS_LAYER=turnstile" % TICKS)
+WORK = os.environ.get("ROOMS_WORK", "db")
+if WORK not in ("db", "cpu"):
+    raise SystemExit("ROOMS_WORK=%r: db or cpu" % WORK)
+CPU_ITERS = int(os.environ.get("ROOMS_CPU_ITERS", "3000"))
+CLOCK_DIR = os.environ.get("ROOMS_CLOCK_DIR", "")
 
 settings.configure(
     DEBUG=False,
@@ -37,8 +93,7 @@ settings.configure(
                            "HOST": os.environ.get("ROOMS_PG", "/tmp"), "NAME": "rooms", "USER": "postgres",
                            "CONN_MAX_AGE": None}},
     INSTALLED_APPS=["channels"],
-    CHANNEL_LAYERS={"default": {"BACKEND": "channels.layers.InMemoryChannelLayer",
-                                "CONFIG": {"capacity": 1000}}},
+    CHANNEL_LAYERS={"default": LAYERS[LAYER]},
     MIDDLEWARE=[],
     USE_TZ=False,
 )
@@ -57,6 +112,16 @@ from django.urls import path  # noqa: E402
 TICK_HZ = float(os.environ.get("ROOMS_TICK_HZ", "6"))
 SIZE = 10
 MOVES = {"u": (0, -1), "d": (0, 1), "l": (-1, 0), "r": (1, 0)}
+
+
+def cpu_work(seed, iters=CPU_ITERS):
+    """ROOMS_WORK=cpu: a key press's work in place of the INSERT: iters
+    rounds of a linear congruential step in pure Python (the GIL held
+    throughout, nothing released); returns the last value (an int < 2**31)."""
+    h = seed & 0x7FFFFFFF
+    for _ in range(iters):
+        h = (h * 1103515245 + 12345) & 0x7FFFFFFF
+    return h
 
 
 class Move(models.Model):
@@ -128,7 +193,10 @@ class Arena(WebsocketConsumer):
         if self.block and time.monotonic() - self.last_block >= 1.0:
             self.last_block = time.monotonic()
             time.sleep(0.2)
-        Move.objects.create(room=self.k, player=self.channel_name[-16:], key=key, sent_ns=int(ns))
+        if WORK == "cpu":
+            cpu_work(int(ns))
+        else:
+            Move.objects.create(room=self.k, player=self.channel_name[-16:], key=key, sent_ns=int(ns))
         dx, dy = MOVES.get(key, (0, 0))
         with self.state.lock:
             p = self.state.players.get(self.channel_name)
@@ -147,13 +215,37 @@ class Arena(WebsocketConsumer):
 
 async def ticker(st):
     """The room's clock: a tick to every member TICK_HZ times a second
-    while the room has members."""
+    while the room has members (ROOMS_CLOCK_DIR: and this process holds
+    the room's clock lock)."""
     layer = get_channel_layer()
     period = 1.0 / TICK_HZ
+    clock = None
+    try:
+        if CLOCK_DIR:
+            clock = os.open(os.path.join(CLOCK_DIR, "room-%d" % st.room), os.O_RDWR | os.O_CREAT, 0o600)
+            while True:
+                try:
+                    fcntl.flock(clock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    break
+                except BlockingIOError:  # another worker's ticker runs this room
+                    if st.members <= 0:
+                        return
+                    await asyncio.sleep(period)
+        await tick(st, layer, period)
+    finally:
+        if clock is not None:
+            os.close(clock)  # releases the lock
+
+
+async def tick(st, layer, period):
+    group = "room-%d" % st.room
     nxt = asyncio.get_running_loop().time()
     while st.members > 0:
         st.tick += 1
-        await layer.group_send("room-%d" % st.room, {"type": "room.tick", "tick": st.tick})
+        if TICKS == "fanout":  # rendered once, written to every member's socket by Go
+            await layer.group_send_frames(group, text="t %d %s" % (st.tick, st.render()))
+        else:
+            await layer.group_send(group, {"type": "room.tick", "tick": st.tick})
         nxt += period
         now = asyncio.get_running_loop().time()
         if nxt < now:  # behind (an overloaded loop): skip the missed ticks, as a game clock does
