@@ -8,7 +8,8 @@
 # Installs:
 #   apt:   wrk, nghttp2-client (h2load), curl, util-linux (taskset),
 #          build-essential (uWSGI compiles from source), postgresql
-#          (bench/rooms starts its own throwaway cluster: bench/rooms/pg.sh)
+#          (bench/rooms starts its own throwaway cluster: bench/rooms/pg.sh),
+#          redis-server (bench/rooms starts its own on a unix socket, issue 21)
 #   go:    vegeta, pinned, into bench/work/bin
 #   venv:  bench/work/venv-<pyver> from $PYTHON with bench/requirements.txt
 #          (granian, gunicorn, uWSGI, uvicorn[standard], hypercorn, daphne,
@@ -24,7 +25,7 @@ say() { printf 'setup: %s\n' "$*"; }
 
 # --- apt ---------------------------------------------------------------
 need=()
-for pkg in wrk nghttp2-client curl util-linux build-essential nginx postgresql; do  # nginx: bench/static (run from its own config, not the service)
+for pkg in wrk nghttp2-client curl util-linux build-essential nginx postgresql redis-server; do  # nginx: bench/static (run from its own config, not the service)
 	dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q 'ok installed' || need+=("$pkg")
 done
 if ((${#need[@]})); then

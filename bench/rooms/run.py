@@ -26,6 +26,28 @@ Threads.
 
 "Holds" = tick frames/client/s >= 0.95 x 6 and key p95 < 100 ms.
 Results: bench/results/rooms-<UTC>.{csv,md,meta.txt}. Python 3 stdlib only.
+
+Issue 21 (a Channels layer held by Go, across workers):
+
+    python3 bench/rooms/run.py --workload cpu --reps 3 --duration 4 \\
+        --conns 64,128,192,256,320,384 --block-conns 0 \\
+        --servers turnstile-memory,turnstile-layer-w1,turnstile-layer-gs-w1,uvicorn-redis-w1,\\
+turnstile-layer-w2,turnstile-layer-gs-w2,uvicorn-redis-w2,uvicorn-pubsub-w2,uvicorn-memory
+
+--workload cpu: no PostgreSQL; a key press runs rooms_site.cpu_work
+(--cpu-iters rounds of pure-Python arithmetic, the GIL held; its cost per
+call is in the meta). Arms <server>-<layer>[-w<N>] (ARM below): turnstile
+--workers N or uvicorn --workers N with the layer "layer" (turnstile's,
+ticks by group_send_frames: rendered once, written by Go), "layer-gs"
+(turnstile's, ticks by group_send as the Channels way), "redis"
+(channels_redis RedisChannelLayer), "pubsub" (RedisPubSubChannelLayer) or
+"memory" (InMemoryChannelLayer, one process). One-worker arms on
+--server-core (1), several-worker arms on --server-cores (0,1: both, ws-load
+stays on core 0 too). Redis: Debian's redis-server, started here on a unix
+socket in bench/work/redis-rooms, moved onto the arm's cores before each
+run, its CPU counted (Redis CPU) and stopped at the end. A room's ticker
+runs in one worker (ROOMS_CLOCK_DIR, a flock per room). us/tick = CPU
+seconds of the server tree + Redis over the window / tick frames delivered.
 """
 
 import argparse
@@ -55,10 +77,42 @@ CLK = os.sysconf("SC_CLK_TCK")
 NOMINAL_TICKS = 6.0
 
 
+# Issue 21's arms: <server>-<layer>[-w<workers>], server turnstile or
+# uvicorn. Layers: "layer" = turnstile.channels.ChannelLayer with the ticks
+# by fan-out (group_send_frames), "layer-gs" = the same layer with the ticks
+# the Channels way (group_send, each member's room_tick), "redis" =
+# channels_redis's RedisChannelLayer, "pubsub" = its RedisPubSubChannelLayer,
+# "memory" = Channels' InMemoryChannelLayer (one process only).
+ARM = re.compile(r"^(turnstile|uvicorn)-(layer-gs|layer|redis|pubsub|memory)(?:-w(\d+))?$")
+ARM_LAYER = {"layer": ("turnstile", "fanout"), "layer-gs": ("turnstile", "channels"),
+             "redis": ("redis", "channels"), "pubsub": ("pubsub", "channels"), "memory": ("memory", "channels")}
+
+
+def arm_of(name):
+    """(server, ROOMS_LAYER, ROOMS_TICKS, workers) of an issue-21 arm name,
+    (None, "memory", "channels", 1) for issue 20's arms."""
+    m = ARM.match(name)
+    if not m:
+        return None, "memory", "channels", 1
+    server, layer, w = m.group(1), m.group(2), int(m.group(3) or 1)
+    if server == "uvicorn" and layer.startswith("layer"):
+        raise SystemExit("%s: turnstile's layer runs only inside turnstile" % name)
+    if layer == "memory" and w != 1:
+        raise SystemExit("%s: an in-memory layer serves one process" % name)
+    return (server,) + ARM_LAYER[layer] + (w,)
+
+
 def server_argv(name, a):
     vb = os.path.join(a.venv, "bin")
     ts = [a.turnstile_bin, "--venv", a.venv, "--app-dir", APPS, "--host", HOST, "--port", str(PORT),
           "--admin-bind", "off", "--log-level", "warning"]
+    server, _, _, workers = arm_of(name)
+    if server == "turnstile":  # the defaults (pools on) and N workers
+        return ts + ["--workers", str(workers), TARGET]
+    if server == "uvicorn":
+        return [os.path.join(vb, "uvicorn"), "--host", HOST, "--port", str(PORT), "--workers", str(workers),
+                "--loop", "uvloop", "--http", "httptools", "--ws", "websockets", "--app-dir", APPS,
+                "--log-level", "warning", "--no-access-log", TARGET]
     if name == "turnstile-on":      # the defaults: --session-threads 4 --blocking-threads 4
         return ts + [TARGET]
     if name == "turnstile-off":     # asgiref's own threads, as before issue 20
@@ -78,13 +132,33 @@ def server_argv(name, a):
     raise SystemExit("unknown server " + name)
 
 
-def server_env(a):
-    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTHON")}
+def server_env(a, name):
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTHON", "ROOMS_"))}
     env["VIRTUAL_ENV"] = a.venv
     env["PATH"] = os.path.join(a.venv, "bin") + os.pathsep + env.get("PATH", "")
     env["PYTHONPATH"] = APPS
-    env["ROOMS_PG"] = a.pg_sock
+    env.update(rooms_env(a, name))
     return env
+
+
+def rooms_env(a, name):
+    """The ROOMS_* variables of bench/apps/rooms_site.py for an arm."""
+    _, layer, ticks, workers = arm_of(name)
+    env = {"ROOMS_LAYER": layer, "ROOMS_TICKS": ticks, "ROOMS_WORK": a.workload}
+    if a.workload == "db":
+        env["ROOMS_PG"] = a.pg_sock
+    else:
+        env["ROOMS_CPU_ITERS"] = str(a.cpu_iters)
+    if layer in ("redis", "pubsub"):
+        env["ROOMS_REDIS"] = "unix://" + a.redis_sock
+    if workers > 1:
+        env["ROOMS_CLOCK_DIR"] = a.clock_dir
+    return env
+
+
+def server_cores(a, name):
+    """One worker: --server-core; N: --server-cores (both, by default)."""
+    return a.server_cores if arm_of(name)[3] > 1 else a.server_core
 
 
 # ---------------------------------------------------------------- /proc
@@ -137,11 +211,12 @@ def loop_tid(pid):
 
 
 class Sampler(threading.Thread):
-    """Every 0.25 s: (wall, {pid: ticks}, loop ticks per pid, RSS/threads)."""
+    """Every 0.25 s: (wall, {pid: (ticks, loop ticks, VmRSS, VmHWM,
+    Threads)}, ticks of the extra pids (Redis) together)."""
 
-    def __init__(self, root):
+    def __init__(self, root, extra=()):
         super().__init__(daemon=True)
-        self.root, self.samples, self.stop_ev = root, [], threading.Event()
+        self.root, self.extra, self.samples, self.stop_ev = root, list(extra), [], threading.Event()
 
     def run(self):
         while not self.stop_ev.is_set():
@@ -154,11 +229,16 @@ class Sampler(threading.Thread):
                 lt = stat_ticks("/proc/%d/task/%d/stat" % (pid, loop_tid(pid)))
                 procs[pid] = (st[1], lt[1] if lt else 0, status(pid, "VmRSS"), status(pid, "VmHWM"),
                               status(pid, "Threads"))
-            self.samples.append((t, procs))
+            extra = sum((stat_ticks("/proc/%d/stat" % p) or (0, 0))[1] for p in self.extra)
+            self.samples.append((t, procs, extra))
             self.stop_ev.wait(0.25)
 
     def window(self, t0, t1):
-        """Figures over [t0, t1] (the samples nearest inside it)."""
+        """Figures over [t0, t1] (the samples nearest inside it): cores of
+        the server tree (cpu), of the extra pids (layer_cpu), of the
+        busiest process's loop thread (loop_cpu); that process's memory
+        and threads; the processes of the tree (procs) and each one's
+        cores (cpu_split)."""
         s = [x for x in self.samples if t0 <= x[0] <= t1]
         if len(s) < 2:
             return {}
@@ -168,25 +248,39 @@ class Sampler(threading.Thread):
         worker = max(cpu, key=cpu.get)
         loop = (b[1][worker][1] - a[1][worker][1]) / CLK / dt
         return {"cpu": round(sum(cpu.values()), 3), "loop_cpu": round(loop, 3),
+                "layer_cpu": round((b[2] - a[2]) / CLK / dt, 3) if self.extra else "",
                 "rss_kib": max(x[1].get(worker, (0, 0, 0))[2] for x in s),
                 "hwm_kib": b[1][worker][3],
                 "threads": max(x[1].get(worker, (0, 0, 0, 0, 0))[4] for x in s),
+                "procs": len(b[1]),
+                # each process's cores, busiest first: how the workers shared the load
+                "cpu_split": "/".join("%.2f" % c for c in sorted(cpu.values(), reverse=True)),
                 "worker_pid": worker}
 
 
 # ---------------------------------------------------------------- runs
 
-def wait_ready(proc, timeout=60):
+def wait_ready(proc, workers=1, timeout=60):
+    """True once GET / answers 200 from `workers` distinct pids (the app's
+    "/" returns its pid): every worker has imported the app."""
     deadline = time.time() + timeout
+    pids = set()
     while time.time() < deadline:
         if proc.poll() is not None:
             return False
         try:
             with urllib.request.urlopen("http://%s:%d/" % (HOST, PORT), timeout=2) as r:
                 if r.status == 200:
-                    return True
-        except OSError:
-            time.sleep(0.2)
+                    pid = json.loads(r.read())["pid"]
+                    if pid not in tree(proc.pid):  # another server holds the port: no figure would be ours
+                        raise SystemExit("port %d answers from pid %d, not the server started here: give --port"
+                                         % (PORT, pid))
+                    pids.add(pid)
+                    if len(pids) >= workers:
+                        return True
+        except (OSError, ValueError, KeyError):
+            pass
+        time.sleep(0.05 if pids else 0.2)
     return False
 
 
@@ -198,6 +292,10 @@ def stop(proc):
         except subprocess.TimeoutExpired:
             os.killpg(proc.pid, 9)
             proc.wait()
+    try:  # a worker its master left behind (its own session, started here)
+        os.killpg(proc.pid, 9)
+    except ProcessLookupError:
+        pass
 
 
 def psql(a, sql):
@@ -207,8 +305,15 @@ def psql(a, sql):
 
 
 def one_run(a, name, proc, conns, block):
-    psql(a, "TRUNCATE rooms_move")
-    samp = Sampler(proc.pid)
+    if a.workload == "db":
+        psql(a, "TRUNCATE rooms_move")
+    layer = arm_of(name)[1]
+    if layer in ("redis", "pubsub"):
+        redis_cli(a, "FLUSHALL")
+        # Redis is the layer's server: on the arm's cores, its CPU counted
+        subprocess.run(["taskset", "-a", "-p", "-c", server_cores(a, name), str(a.redis.pid)], check=True,
+                       capture_output=True)
+    samp = Sampler(proc.pid, [a.redis.pid] if layer in ("redis", "pubsub") else ())
     samp.start()
     argv = ["taskset", "-c", a.client_core, a.ws_load, "-url", "ws://%s:%d" % (HOST, PORT), "-shape", "game",
             "-conns", str(conns), "-duration", "%gs" % a.duration, "-warmup", "%gs" % a.warmup, "-json",
@@ -222,9 +327,53 @@ def one_run(a, name, proc, conns, block):
     m = re.search(r"window (\d+) (\d+)", out.stderr)
     if m:
         r.update(samp.window(int(m.group(1)) / 1e9, int(m.group(2)) / 1e9))
-    r["saved"] = int(psql(a, "SELECT count(*) FROM rooms_move"))
+    if a.workload == "db":
+        r["saved"] = int(psql(a, "SELECT count(*) FROM rooms_move"))
+    if "cpu" in r:
+        # CPU seconds (server tree + Redis) per frame delivered in the window
+        cpu_s = (r["cpu"] + (r.get("layer_cpu") or 0)) * a.duration
+        frames = r.get("ticks", 0) + r.get("messages", 0)
+        r["us_per_tick"] = round(cpu_s / r["ticks"] * 1e6, 1) if r.get("ticks") else ""
+        r["us_per_frame"] = round(cpu_s / frames * 1e6, 1) if frames else ""
     r["holds"] = bool(r.get("ticks_per_client_s", 0) >= 0.95 * NOMINAL_TICKS and r.get("p95_ms", 1e9) < 100)
     return r
+
+
+def redis_cli(a, *args):
+    return subprocess.run(["redis-cli", "-s", a.redis_sock] + list(args), capture_output=True, text=True,
+                          check=True).stdout.strip()
+
+
+def start_redis(a):
+    """Debian's redis-server on a private unix socket (no TCP port, no
+    persistence) in bench/work/redis-rooms; stopped by the caller."""
+    os.makedirs(a.redis_dir, exist_ok=True)
+    a.redis_sock = os.path.join(a.redis_dir, "redis.sock")
+    a.redis = subprocess.Popen(["redis-server", "--port", "0", "--unixsocket", a.redis_sock, "--unixsocketperm", "700",
+                                "--save", "", "--appendonly", "no", "--dir", a.redis_dir, "--daemonize", "no",
+                                "--logfile", os.path.join(a.redis_dir, "redis.log")],
+                               stdin=subprocess.DEVNULL, start_new_session=True)
+    deadline = time.time() + 10
+    while time.time() < deadline:
+        try:
+            if redis_cli(a, "PING") == "PONG":
+                return redis_cli(a, "INFO", "server")
+        except subprocess.CalledProcessError:
+            pass
+        time.sleep(0.1)
+    raise SystemExit("redis-server did not start (log in %s)" % a.redis_dir)
+
+
+def cpu_work_us(a):
+    """µs per call of rooms_site.cpu_work at --cpu-iters: the median of 200
+    calls in the venv's python, on the server core."""
+    code = ("import statistics,time,rooms_site as r\nL=[]\nfor k in range(200):\n"
+            " t=time.perf_counter();r.cpu_work(k);L.append(time.perf_counter()-t)\n"
+            "print('%.0f'%(statistics.median(L)*1e6))")
+    env = dict(server_env(a, "uvicorn-memory"), ROOMS_WORK="cpu", ROOMS_CPU_ITERS=str(a.cpu_iters))
+    env.pop("ROOMS_PG", None)
+    return subprocess.run(["taskset", "-c", a.server_core, os.path.join(a.venv, "bin", "python"), "-c", code],
+                          capture_output=True, text=True, env=env, cwd=APPS).stdout.strip()
 
 
 def insert_latency(a):
@@ -237,11 +386,13 @@ def insert_latency(a):
                           text=True).stdout.strip()
 
 
-KEYS = ["server", "rep", "arm", "conns", "ticks_per_client_s", "p50_ms", "p95_ms", "p99_ms", "keys", "keys_lost",
-        "saved", "errors", "holds", "cpu", "loop_cpu", "rss_kib", "hwm_kib", "threads", "loadavg", "error"]
+KEYS = ["server", "rep", "arm", "conns", "ticks_per_client_s", "p50_ms", "p95_ms", "p99_ms", "ticks", "messages", "keys",
+        "keys_lost", "saved", "errors", "holds", "cpu", "layer_cpu", "loop_cpu", "us_per_tick", "us_per_frame",
+        "rss_kib", "hwm_kib", "threads", "procs", "cpu_split", "loadavg", "error"]
 
 
 def main():
+    global PORT
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--servers", default="turnstile-on,turnstile-off,uvicorn,daphne,granian,hypercorn")
     p.add_argument("--conns", default="32,64,96,128,256")
@@ -249,15 +400,26 @@ def main():
     p.add_argument("--reps", type=int, default=3)
     p.add_argument("--duration", type=float, default=4)
     p.add_argument("--warmup", type=float, default=1.5)
-    p.add_argument("--server-core", default="1")
-    p.add_argument("--client-core", default="0")
+    p.add_argument("--server-core", default="1", help="cores of a one-worker server (taskset -c)")
+    p.add_argument("--server-cores", default="0,1", help="cores of a server with --workers > 1 (an -w<N> arm)")
+    p.add_argument("--client-core", default="0", help="ws-load's and PostgreSQL's cores")
+    p.add_argument("--port", type=int, default=PORT, help="the servers' port (127.0.0.1)")
+    p.add_argument("--workload", choices=("db", "cpu"), default="db",
+                   help="a key press: db = an INSERT + COMMIT to PostgreSQL (issue 20); cpu = no database, "
+                        "rooms_site.cpu_work(), --cpu-iters rounds of pure-Python arithmetic (issue 21)")
+    p.add_argument("--cpu-iters", type=int, default=3000, help="cpu_work's rounds (--workload cpu)")
     p.add_argument("--venv", default=os.path.join(WORK, "venv-3.11"))
     p.add_argument("--turnstile-bin", default=os.environ.get("TURNSTILE_BIN") or os.path.join(ROOT, "bin", "turnstile"))
     p.add_argument("--pg-dir", default=os.path.join(WORK, "pg-rooms"))
+    p.add_argument("--redis-dir", default=os.path.join(WORK, "redis-rooms"))
     p.add_argument("--out", default=os.path.join(BENCH, "results"))
     p.add_argument("--note", default="", help="a line for the meta (e.g. what else runs on the machine)")
     p.add_argument("--summarize", metavar="CSV", help="only rewrite CSV's .md from its rows")
     a = p.parse_args()
+    PORT = a.port
+    servers = a.servers.split(",")
+    for name in servers:
+        arm_of(name)  # a bad arm name exits here, before anything starts
     if a.summarize:
         rows = [dict(r, conns=int(r["conns"])) for r in csv.DictReader(open(a.summarize))]
         servers = list(dict.fromkeys(r["server"] for r in rows))
@@ -275,14 +437,22 @@ def main():
     subprocess.run(["cp", os.path.realpath(a.turnstile_bin), snap], check=True)
     ts_version = subprocess.run([snap, "--version"], capture_output=True, text=True).stdout.strip()
     a.turnstile_bin = snap
-    a.pg_bin = sorted((os.path.join("/usr/lib/postgresql", v, "bin") for v in os.listdir("/usr/lib/postgresql")),
-                      key=lambda s: [int(x) for x in re.findall(r"\d+", s)])[-1]
-    a.pg_sock = subprocess.run(["taskset", "-c", a.client_core, "bash", os.path.join(HERE, "pg.sh"), "start", a.pg_dir],
-                               capture_output=True, text=True, check=True).stdout.strip().splitlines()[-1]
-    pg_version = psql(a, "SHOW server_version")
-    ins = insert_latency(a)
-
-    servers = a.servers.split(",")
+    a.pg_sock, a.redis, a.redis_sock = "", None, ""
+    if a.workload == "db":
+        a.pg_bin = sorted((os.path.join("/usr/lib/postgresql", v, "bin") for v in os.listdir("/usr/lib/postgresql")),
+                          key=lambda s: [int(x) for x in re.findall(r"\d+", s)])[-1]
+        a.pg_sock = subprocess.run(["taskset", "-c", a.client_core, "bash", os.path.join(HERE, "pg.sh"), "start",
+                                    a.pg_dir], capture_output=True, text=True, check=True).stdout.strip().splitlines()[-1]
+        pg_version = psql(a, "SHOW server_version")
+        ins = insert_latency(a)
+    else:
+        cpu_us = cpu_work_us(a)
+    # a room's ticker runs in one worker only (rooms_site.py, ROOMS_CLOCK_DIR)
+    a.clock_dir = os.path.join(WORK, "rooms-clocks-%d" % os.getpid())
+    os.makedirs(a.clock_dir, exist_ok=True)
+    redis_info = ""
+    if any(arm_of(n)[1] in ("redis", "pubsub") for n in servers):
+        redis_info = start_redis(a)
     plan = [("full", int(n)) for n in a.conns.split(",") if n]
     if a.block_conns:
         plan.append(("blocker", a.block_conns))
@@ -294,13 +464,14 @@ def main():
         for rep in range(a.reps):
             for arm, conns in plan:
                 for name in servers:
-                    argv = ["taskset", "-c", a.server_core] + server_argv(name, a)
-                    cmdlines[name] = shlex.join(argv)
+                    argv = ["taskset", "-c", server_cores(a, name)] + server_argv(name, a)
+                    cmdlines[name] = " ".join("%s=%s" % kv for kv in sorted(rooms_env(a, name).items())) + \
+                        " " + shlex.join(argv)
                     logf = open(os.path.join(WORK, "rooms-%s-%s.log" % (stamp, name)), "a")
-                    proc = subprocess.Popen(argv, cwd=APPS, env=server_env(a), stdin=subprocess.DEVNULL, stdout=logf,
-                                            stderr=subprocess.STDOUT, start_new_session=True)
+                    proc = subprocess.Popen(argv, cwd=APPS, env=server_env(a, name), stdin=subprocess.DEVNULL,
+                                            stdout=logf, stderr=subprocess.STDOUT, start_new_session=True)
                     try:
-                        if not wait_ready(proc):
+                        if not wait_ready(proc, arm_of(name)[3]):
                             print("%s: did not start (log in bench/work)" % name, file=sys.stderr)
                             continue
                         r = one_run(a, name, proc, conns, arm == "blocker")
@@ -312,7 +483,12 @@ def main():
                         stop(proc)
                         logf.close()
     finally:
-        subprocess.run(["bash", os.path.join(HERE, "pg.sh"), "stop", a.pg_dir])
+        if a.workload == "db":
+            subprocess.run(["bash", os.path.join(HERE, "pg.sh"), "stop", a.pg_dir])
+        if a.redis is not None:
+            a.redis.terminate()
+            a.redis.wait(15)
+        subprocess.run(["rm", "-rf", a.clock_dir])
         os.unlink(snap)
     load_after = open("/proc/loadavg").read().split()[:3]
 
@@ -328,17 +504,29 @@ def main():
                                                .strftime("%Y-%m-%d %H:%M:%S"), time.time() - started))
         f.write("host %s, %d CPUs: %s\n" % (socket.gethostname(), os.cpu_count(), cpu_model()))
         f.write("load average before %s, after %s\n" % (" ".join(load_before), " ".join(load_after)))
-        f.write("reps %d interleaved, %gs measured after %gs warm-up; servers on core %s, ws-load and PostgreSQL on core %s\n"
-                % (a.reps, a.duration, a.warmup, a.server_core, a.client_core))
+        f.write("reps %d interleaved, %gs measured after %gs warm-up; one-worker servers on core %s, "
+                "several-worker servers on cores %s (taskset -c; Redis moved to the arm's cores before each run), "
+                "ws-load%s on core %s\n"
+                % (a.reps, a.duration, a.warmup, a.server_core, a.server_cores,
+                   " and PostgreSQL" if a.workload == "db" else "", a.client_core))
         f.write("plan %s\n" % plan)
         f.write("turnstile %s\n" % ts_version)
-        f.write("PostgreSQL %s (%s), synchronous_commit=on fsync=on, data on %s; 100 autocommit INSERTs p50/p99 ms: %s\n"
-                % (pg_version, a.pg_bin, a.pg_dir, ins))
+        if a.workload == "db":
+            f.write("workload db: a key press is an INSERT + COMMIT; PostgreSQL %s (%s), synchronous_commit=on "
+                    "fsync=on, data on %s; 100 autocommit INSERTs p50/p99 ms: %s\n"
+                    % (pg_version, a.pg_bin, a.pg_dir, ins))
+        else:
+            f.write("workload cpu: no database; a key press runs rooms_site.cpu_work, %d rounds, median %s us "
+                    "per call (200 calls, venv python, core %s)\n" % (a.cpu_iters, cpu_us, a.server_core))
+        if redis_info:
+            m = re.search(r"redis_version:(\S+)", redis_info)
+            f.write("Redis %s (Debian's redis-server), unix socket %s, no persistence, FLUSHALL before each run\n"
+                    % (m.group(1) if m else "?", a.redis_sock))
         f.write("venv %s: %s\n" % (a.venv, versions(a)))
         if a.note:
             f.write("note: %s\n" % a.note)
         for name, c in cmdlines.items():
-            f.write("cmd %s: ROOMS_PG=%s %s\n" % (name, a.pg_sock, c))
+            f.write("cmd %s: %s\n" % (name, c))
     print(md)
     print("results: %s.{csv,md,meta.txt}" % base)
 
@@ -350,21 +538,26 @@ def cpu_model():
 
 def versions(a):
     code = ("import importlib.metadata as m\nfor n in ['Django','channels','asgiref','psycopg','uvicorn','uvloop',"
-            "'websockets','daphne','granian','Hypercorn']:\n try: print(n+'=='+m.version(n),end=' ')\n except Exception: pass")
+            "'websockets','daphne','granian','Hypercorn','channels-redis','redis','msgpack']:\n try: print(n+'=='+m.version(n),end=' ')\n except Exception: pass")
     return subprocess.run([os.path.join(a.venv, "bin", "python"), "-c", code], capture_output=True, text=True).stdout.strip()
 
 
 def summarize(rows, servers, plan):
     out = ["Medians over reps. ticks = tick frames per client per second (nominal %g); key = press -> ack ms; "
-           "CPU in cores (server tree; loop = its loop thread); RSS/HWM of the busiest process, MiB; threads = its max. "
-           "holds = reps where ticks >= %.2f and key p95 < 100 ms.\n" % (NOMINAL_TICKS, 0.95 * NOMINAL_TICKS),
-           "| arm | clients | server | ticks/c/s | key p50 | key p95 | key p99 | CPU | loop CPU | RSS MiB | HWM MiB | threads | holds |",
-           "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+           "CPU in cores (server tree; Redis = redis-server's, the redis and pubsub arms; loop = the busiest "
+           "process's loop thread); us/tick = CPU seconds of server tree + Redis over the window / tick frames "
+           "delivered in it, us/frame the same over tick frames + acks; RSS/HWM of the busiest process, MiB; "
+           "threads = its max. holds = reps where ticks >= %.2f and key p95 < 100 ms.\n"
+           % (NOMINAL_TICKS, 0.95 * NOMINAL_TICKS),
+           "| arm | clients | server | ticks/c/s | key p50 | key p95 | key p99 | CPU | Redis CPU | loop CPU | us/tick "
+           "| us/frame | RSS MiB | HWM MiB | threads | holds |",
+           "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    held = {}
     for arm, conns in plan:
         for name in servers:
             rs = [r for r in rows if r["server"] == name and r["arm"] == arm and r["conns"] == conns and not r.get("error")]
             if not rs:
-                out.append("| %s | %d | %s | failed |||||||||" % (arm, conns, name))
+                out.append("| %s | %d | %s | failed ||||||||||||" % (arm, conns, name))
                 continue
 
             def med(k, scale=1.0):
@@ -375,10 +568,16 @@ def summarize(rows, servers, plan):
                 v = [float(r[k]) if float(r.get("p50_ms") or 0) > 0 else float("inf") for r in rs]
                 m = statistics.median(v)
                 return "%.1f" % m if m != float("inf") else "none acked"
-            out.append("| %s | %d | %s | %.2f | %s | %s | %s | %.2f | %.2f | %.0f | %.0f | %.0f | %d/%d |" % (
+            holds = sum(r["holds"] in (True, "True") for r in rs)
+            if arm == "full" and 2 * holds > len(rs):
+                held[name] = max(held.get(name, 0), conns)
+            out.append("| %s | %d | %s | %.2f | %s | %s | %s | %.2f | %s | %.2f | %.0f | %.0f | %.0f | %.0f | %.0f | %d/%d |" % (
                 arm, conns, name, med("ticks_per_client_s"), key("p50_ms"), key("p95_ms"), key("p99_ms"), med("cpu"),
-                med("loop_cpu"), med("rss_kib", 1 / 1024), med("hwm_kib", 1 / 1024), med("threads"),
-                sum(r["holds"] in (True, "True") for r in rs), len(rs)))
+                "%.2f" % med("layer_cpu") if any(r.get("layer_cpu") not in (None, "") for r in rs) else "",
+                med("loop_cpu"), med("us_per_tick"), med("us_per_frame"), med("rss_kib", 1 / 1024),
+                med("hwm_kib", 1 / 1024), med("threads"), holds, len(rs)))
+    out.append("\nClients held (the most clients of the full arm held in most reps): " +
+               ", ".join("%s %s" % (n, held.get(n, "none")) for n in servers) + "\n")
     return "\n".join(out) + "\n"
 
 
