@@ -107,8 +107,9 @@ def server_argv(name, a):
     ts = [a.turnstile_bin, "--venv", a.venv, "--app-dir", APPS, "--host", HOST, "--port", str(PORT),
           "--admin-bind", "off", "--log-level", "warning"]
     server, _, _, workers = arm_of(name)
-    if server == "turnstile":  # the defaults (pools on) and N workers
-        return ts + ["--workers", str(workers), TARGET]
+    if server == "turnstile":  # the defaults (pools on) and N workers; /metrics for the layer's drops
+        return ts[:-4] + ["--admin-bind", "%s:%d" % (HOST, admin_port()), "--log-level", "warning",
+                          "--workers", str(workers), TARGET]
     if server == "uvicorn":
         return [os.path.join(vb, "uvicorn"), "--host", HOST, "--port", str(PORT), "--workers", str(workers),
                 "--loop", "uvloop", "--http", "httptools", "--ws", "websockets", "--app-dir", APPS,
@@ -130,6 +131,31 @@ def server_argv(name, a):
     if name == "daphne":
         return [os.path.join(vb, "daphne"), "-b", HOST, "-p", str(PORT), "-v", "0", TARGET]
     raise SystemExit("unknown server " + name)
+
+
+def admin_port():
+    """The admin listener of issue 21's turnstile arms (their /metrics)."""
+    return PORT + 100
+
+
+LAYER_DROPS = ("turnstile_layer_messages_dropped_total", "turnstile_layer_frames_dropped_total",
+               "turnstile_layer_relay_dropped_total")
+
+
+def layer_drops():
+    """"messages/frames/relay": turnstile's layer drops over the run so
+    far (every worker, every reason), from the master's /metrics."""
+    try:
+        with urllib.request.urlopen("http://%s:%d/metrics" % (HOST, admin_port()), timeout=5) as r:
+            text = r.read().decode()
+    except OSError as e:
+        return "metrics: %s" % e
+    tot = dict.fromkeys(LAYER_DROPS, 0.0)
+    for line in text.splitlines():
+        m = re.match(r"^([a-z_]+)(?:\{[^}]*\})? (\S+)$", line)
+        if m and m.group(1) in tot:
+            tot[m.group(1)] += float(m.group(2))
+    return "/".join("%d" % tot[k] for k in LAYER_DROPS)
 
 
 def server_env(a, name):
@@ -321,9 +347,11 @@ def one_run(a, name, proc, conns, block):
     out = subprocess.run(argv, capture_output=True, text=True, timeout=a.duration * 4 + 120)
     samp.stop_ev.set()
     samp.join()
+    drops = layer_drops() if arm_of(name)[0] == "turnstile" else ""
     if out.returncode != 0:
         return {"error": (out.stderr or out.stdout).strip()[-300:]}
     r = json.loads(out.stdout)
+    r["layer_drops"] = drops
     m = re.search(r"window (\d+) (\d+)", out.stderr)
     if m:
         r.update(samp.window(int(m.group(1)) / 1e9, int(m.group(2)) / 1e9))
@@ -388,7 +416,7 @@ def insert_latency(a):
 
 KEYS = ["server", "rep", "arm", "conns", "ticks_per_client_s", "p50_ms", "p95_ms", "p99_ms", "ticks", "messages", "keys",
         "keys_lost", "saved", "errors", "holds", "cpu", "layer_cpu", "loop_cpu", "us_per_tick", "us_per_frame",
-        "rss_kib", "hwm_kib", "threads", "procs", "cpu_split", "loadavg", "error"]
+        "rss_kib", "hwm_kib", "threads", "procs", "cpu_split", "layer_drops", "loadavg", "error"]
 
 
 def main():
@@ -578,6 +606,10 @@ def summarize(rows, servers, plan):
                 med("hwm_kib", 1 / 1024), med("threads"), holds, len(rs)))
     out.append("\nClients held (the most clients of the full arm held in most reps): " +
                ", ".join("%s %s" % (n, held.get(n, "none")) for n in servers) + "\n")
+    drops = ["%s %s %d: %s" % (r["server"], r["arm"], r["conns"], r["layer_drops"]) for r in rows
+             if r.get("layer_drops") and set(r["layer_drops"]) - set("0/")]
+    out.append("turnstile's layer drops over a run (/metrics: messages/frames/relay dropped, every worker): " +
+               ("; ".join(drops) if drops else "none") + "\n")
     return "\n".join(out) + "\n"
 
 
