@@ -158,7 +158,7 @@ def layer_drops():
     return "/".join("%d" % tot[k] for k in LAYER_DROPS)
 
 
-def server_env(a, name):
+def server_env(a, name=""):
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTHON", "ROOMS_"))}
     env["VIRTUAL_ENV"] = a.venv
     env["PATH"] = os.path.join(a.venv, "bin") + os.pathsep + env.get("PATH", "")
@@ -168,10 +168,12 @@ def server_env(a, name):
 
 
 def rooms_env(a, name):
-    """The ROOMS_* variables of bench/apps/rooms_site.py for an arm."""
+    """The ROOMS_* variables of bench/apps/rooms_site.py for an arm (""
+    and an `a` without .workload, as overload.py's: issue 20's)."""
     _, layer, ticks, workers = arm_of(name)
-    env = {"ROOMS_LAYER": layer, "ROOMS_TICKS": ticks, "ROOMS_WORK": a.workload}
-    if a.workload == "db":
+    workload = getattr(a, "workload", "db")
+    env = {"ROOMS_LAYER": layer, "ROOMS_TICKS": ticks, "ROOMS_WORK": workload}
+    if workload == "db":
         env["ROOMS_PG"] = a.pg_sock
     else:
         env["ROOMS_CPU_ITERS"] = str(a.cpu_iters)
