@@ -48,6 +48,20 @@ def snapshot_turnstile(src=None, tag=""):
     return dst, info
 
 
+def self_signed_cert():
+    """The self-signed P-256 certificate for 127.0.0.1 that bench/h2 and
+    bench/h3 serve (bench/work/h2-certs, made once; PKCS#8 key: Granian
+    wants it). Returns (cert, key) paths."""
+    d = os.path.join(WORK, "h2-certs")
+    cert, key = os.path.join(d, "cert.pem"), os.path.join(d, "key.pem")
+    if not os.path.exists(cert):
+        os.makedirs(d, exist_ok=True)
+        subprocess.run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1",
+                        "-nodes", "-keyout", key, "-out", cert, "-days", "30", "-subj", "/CN=127.0.0.1",
+                        "-addext", "subjectAltName=IP:127.0.0.1"], check=True, capture_output=True)
+    return cert, key
+
+
 # ---------------------------------------------------------------- servers
 
 class Srv:
@@ -87,6 +101,22 @@ class Srv:
                 last = repr(e)
             time.sleep(0.1)
         return "not ready after %ss: %s" % (timeout, last)
+
+    def wait_probe(self, probe, timeout=60):
+        """Calls probe() every 0.2 s until it returns None (the server
+        answers) or timeout seconds pass; probe returns what it saw
+        otherwise. Returns None when ready, else why not: "exited with N"
+        or "not ready: " + probe's last answer."""
+        deadline = time.monotonic() + timeout
+        last = ""
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                return "exited with %d" % self.proc.returncode
+            last = probe()
+            if last is None:
+                return None
+            time.sleep(0.2)
+        return "not ready: " + last
 
     def stop(self):
         if self.proc.poll() is None:
