@@ -1,5 +1,5 @@
 """Shared pieces of the turnstile-specific benches (probe-pool-fairness,
-mixed, B34, slowloris, front).
+mixed, B34, slowloris, front, h2, h3, ws-load, ws-pair, rooms).
 
 They reuse run.py's /proc accounting, pinning and noise measurement (import
 run as R) and add what run.py does not need: servers started with a custom
@@ -12,6 +12,7 @@ import math
 import os
 import re
 import shlex
+import socket
 import statistics
 import subprocess
 import sys
@@ -143,6 +144,40 @@ class Srv:
                 if st and st[0] == self.proc.pid:
                     kids.append(int(name))
         return kids
+
+
+free_port = R.free_port
+
+
+def wait_port(port, proc=None, timeout=30):
+    """Waits until HOST:port accepts a TCP connection: True; False when
+    proc (a Popen, if given) exits first or timeout seconds pass."""
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        if proc is not None and proc.poll() is not None:
+            return False
+        try:
+            socket.create_connection((HOST, port), 0.2).close()
+            return True
+        except OSError:
+            time.sleep(0.05)
+    return False
+
+
+def stop_proc(proc, timeout=15):
+    """SIGTERM to proc (a Popen) if it still runs; after timeout seconds,
+    SIGKILL to its process group when it leads one (start_new_session),
+    else to proc alone."""
+    if proc.poll() is None:
+        proc.terminate()
+        try:
+            proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            if os.getpgid(proc.pid) == proc.pid:
+                os.killpg(proc.pid, 9)
+            else:
+                proc.kill()
+            proc.wait()
 
 
 def turnstile_argv(binpath, venv, app_dir, port, module, threads, admin_port=None, extra=()):

@@ -45,6 +45,8 @@ import urllib.request
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 BENCH = os.path.dirname(HERE)
+sys.path.insert(0, BENCH)
+import turnlib as T  # noqa: E402
 ROOT = os.path.dirname(BENCH)
 APPS = os.path.join(BENCH, "apps")
 WORK = os.path.join(BENCH, "work")
@@ -190,14 +192,7 @@ def wait_ready(proc, timeout=60):
     return False
 
 
-def stop(proc):
-    if proc.poll() is None:
-        proc.terminate()
-        try:
-            proc.wait(15)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, 9)
-            proc.wait()
+stop = T.stop_proc
 
 
 def psql(a, sql):
