@@ -1,5 +1,5 @@
 """Shared pieces of the turnstile-specific benches (probe-pool-fairness,
-mixed, B34, slowloris, front).
+mixed, B34, slowloris, front, h2, h3, ws-load, ws-pair, rooms).
 
 They reuse run.py's /proc accounting, pinning and noise measurement (import
 run as R) and add what run.py does not need: servers started with a custom
@@ -12,6 +12,7 @@ import math
 import os
 import re
 import shlex
+import socket
 import statistics
 import subprocess
 import sys
@@ -46,6 +47,20 @@ def snapshot_turnstile(src=None, tag=""):
         src, real, sha, time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(os.path.getmtime(real))),
         R.sh([dst, "--version"]))
     return dst, info
+
+
+def self_signed_cert():
+    """The self-signed P-256 certificate for 127.0.0.1 that bench/h2 and
+    bench/h3 serve (bench/work/h2-certs, made once; PKCS#8 key: Granian
+    wants it). Returns (cert, key) paths."""
+    d = os.path.join(WORK, "h2-certs")
+    cert, key = os.path.join(d, "cert.pem"), os.path.join(d, "key.pem")
+    if not os.path.exists(cert):
+        os.makedirs(d, exist_ok=True)
+        subprocess.run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1",
+                        "-nodes", "-keyout", key, "-out", cert, "-days", "30", "-subj", "/CN=127.0.0.1",
+                        "-addext", "subjectAltName=IP:127.0.0.1"], check=True, capture_output=True)
+    return cert, key
 
 
 # ---------------------------------------------------------------- servers
@@ -88,6 +103,22 @@ class Srv:
             time.sleep(0.1)
         return "not ready after %ss: %s" % (timeout, last)
 
+    def wait_probe(self, probe, timeout=60):
+        """Calls probe() every 0.2 s until it returns None (the server
+        answers) or timeout seconds pass; probe returns what it saw
+        otherwise. Returns None when ready, else why not: "exited with N"
+        or "not ready: " + probe's last answer."""
+        deadline = time.monotonic() + timeout
+        last = ""
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                return "exited with %d" % self.proc.returncode
+            last = probe()
+            if last is None:
+                return None
+            time.sleep(0.2)
+        return "not ready: " + last
+
     def stop(self):
         if self.proc.poll() is None:
             try:
@@ -113,6 +144,40 @@ class Srv:
                 if st and st[0] == self.proc.pid:
                     kids.append(int(name))
         return kids
+
+
+free_port = R.free_port
+
+
+def wait_port(port, proc=None, timeout=30):
+    """Waits until HOST:port accepts a TCP connection: True; False when
+    proc (a Popen, if given) exits first or timeout seconds pass."""
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        if proc is not None and proc.poll() is not None:
+            return False
+        try:
+            socket.create_connection((HOST, port), 0.2).close()
+            return True
+        except OSError:
+            time.sleep(0.05)
+    return False
+
+
+def stop_proc(proc, timeout=15):
+    """SIGTERM to proc (a Popen) if it still runs; after timeout seconds,
+    SIGKILL to its process group when it leads one (start_new_session),
+    else to proc alone."""
+    if proc.poll() is None:
+        proc.terminate()
+        try:
+            proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            if os.getpgid(proc.pid) == proc.pid:
+                os.killpg(proc.pid, 9)
+            else:
+                proc.kill()
+            proc.wait()
 
 
 def turnstile_argv(binpath, venv, app_dir, port, module, threads, admin_port=None, extra=()):

@@ -8,8 +8,6 @@ package tests
 
 import (
 	"fmt"
-	"os"
-	"os/exec"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -46,10 +44,7 @@ func TestChannelLayer_Loops(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if tc.layer == "djust" {
-				venv := os.Getenv("TURNSTILE_VENV")
-				if venv == "" || exec.Command(filepath.Join(venv, "bin", "python"), "-c", "import djust.layers").Run() != nil {
-					t.Skip("djust is not installed in the test virtualenv (requirements/test.txt)")
-				}
+				needVenvImport(t, "import djust.layers", "djust is not installed in the test virtualenv (requirements/test.txt)")
 			}
 			t.Setenv("ROOMS_LAYER", tc.layer)
 			t.Setenv("ROOMS_ASYNCIO_DEBUG", "1")
@@ -89,18 +84,8 @@ func testLayerLoops(t *testing.T, args []string, layer string) {
 	concurrently(t, rooms*per, func(i int) error {
 		time.Sleep(time.Duration(i/4) * 30 * time.Millisecond)
 		kind := []string{"async", "sync"}[i/rooms%2]
-		c, _, err := wsDial(s, fmt.Sprintf("/ws/%s/r%d/?hello=1", kind, i%rooms))
-		if err != nil {
-			return err
-		}
-		t.Cleanup(func() { c.Close() })
-		var hello struct {
-			Hello int
-			Loop  string
-			Layer int64
-		}
-		c.SetReadDeadline(time.Now().Add(10 * time.Second))
-		if err := c.ReadJSON(&hello); err != nil || hello.Hello == 0 || !strings.HasPrefix(hello.Loop, "ts-loop-") {
+		c, hello, err := dialRoom(t, s, kind, i%rooms)
+		if err != nil || hello.Hello == 0 || !strings.HasPrefix(hello.Loop, "ts-loop-") {
 			return fmt.Errorf("session %d (%s): hello: %v %+v", i, kind, err, hello)
 		}
 		sessions[i] = &session{c: c, room: i % rooms, kind: kind, pid: hello.Hello, loop: hello.Loop, layer: hello.Layer, on: map[string]int{}}
@@ -167,14 +152,10 @@ func testLayerLoops(t *testing.T, args []string, layer string) {
 	var wg sync.WaitGroup
 	for i, se := range sessions {
 		wg.Add(2)
-		go func(i int, se *session) { // sender: one message every 5 ms
+		go func(i int, se *session) {
 			defer wg.Done()
-			for k := 0; k < sends; k++ {
-				if err := se.c.WriteMessage(websocket.TextMessage, []byte(fmt.Sprintf("s%d-%d", i, k))); err != nil {
-					t.Errorf("session %d: write: %v", i, err)
-					return
-				}
-				time.Sleep(5 * time.Millisecond)
+			if err := sendRoom(se.c, i, sends); err != nil {
+				t.Errorf("session %d: write: %v", i, err)
 			}
 		}(i, se)
 		go func(se *session) { // reader: every message of the room
@@ -264,10 +245,7 @@ func testLayerLoops(t *testing.T, args []string, layer string) {
 // request's new connection a loop with none), on turnstile's layer and on
 // djust's MultiLoopInMemoryChannelLayer.
 func TestChannelLayer_LoopsDjustPush(t *testing.T) {
-	venv := os.Getenv("TURNSTILE_VENV")
-	if venv == "" || exec.Command(filepath.Join(venv, "bin", "python"), "-c", "import djust").Run() != nil {
-		t.Skip("djust is not installed in the test virtualenv (requirements/test.txt)")
-	}
+	needVenvImport(t, "import djust", "djust is not installed in the test virtualenv (requirements/test.txt)")
 	// asyncio's debug mode on every loop: a waiter woken from another
 	// loop's thread fails loudly ("Non-thread-safe operation"), where
 	// without it the LiveView's loop may still pick the message up on its

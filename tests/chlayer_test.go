@@ -63,20 +63,13 @@ func channelsRedisTests(t *testing.T, venv string) string {
 	return tests
 }
 
-// TestChannelLayer_ChannelsRedisConformance runs channels_redis's generic
-// layer tests (tests/test_core.py of its sdist, unmodified) against
-// turnstile.channels.ChannelLayer inside the server: testapps/chlayer's
-// app runs pytest on a thread, its plugin puts the layer under
-// RedisChannelLayer's name and skips the Redis-specific tests by name.
-func TestChannelLayer_ChannelsRedisConformance(t *testing.T) {
-	venv := os.Getenv("TURNSTILE_VENV")
-	if venv == "" || exec.Command(filepath.Join(venv, "bin", "python"), "-c", "import channels_redis, pytest_asyncio, async_timeout").Run() != nil {
-		t.Skip("channels_redis, pytest-asyncio or async-timeout is not installed in the test virtualenv (requirements/test.txt)")
-	}
-	tests := channelsRedisTests(t, venv)
-	s := Start(t, "--app-dir", filepath.Join(AppDir(), "chlayer"), "conformance:app")
+// runPytest has testapps/chlayer/conformance.py's app on s run pytest
+// (GET /run?query, 5 minutes at most), logs its report and fails t unless
+// pytest exited 0; it returns the report.
+func runPytest(t *testing.T, s *Server, query string) string {
+	t.Helper()
 	client := &http.Client{Timeout: 5 * time.Minute}
-	resp, err := client.Get(s.URL + "/run?path=" + url.QueryEscape(tests))
+	resp, err := client.Get(s.URL + "/run?" + query)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -93,13 +86,26 @@ func TestChannelLayer_ChannelsRedisConformance(t *testing.T) {
 	if r.RC != 0 {
 		t.Fatalf("pytest exit %d", r.RC)
 	}
+	return r.Output
+}
+
+// TestChannelLayer_ChannelsRedisConformance runs channels_redis's generic
+// layer tests (tests/test_core.py of its sdist, unmodified) against
+// turnstile.channels.ChannelLayer inside the server: testapps/chlayer's
+// app runs pytest on a thread, its plugin puts the layer under
+// RedisChannelLayer's name and skips the Redis-specific tests by name.
+func TestChannelLayer_ChannelsRedisConformance(t *testing.T) {
+	venv := needVenvImport(t, "import channels_redis, pytest_asyncio, async_timeout", "channels_redis, pytest-asyncio or async-timeout is not installed in the test virtualenv (requirements/test.txt)")
+	tests := channelsRedisTests(t, venv)
+	s := Start(t, "--app-dir", filepath.Join(AppDir(), "chlayer"), "conformance:app")
+	output := runPytest(t, s, "path="+url.QueryEscape(tests))
 	// Every skip is one of the plugin's named Redis-specific ones.
-	for _, line := range strings.Split(r.Output, "\n") {
+	for _, line := range strings.Split(output, "\n") {
 		if strings.HasPrefix(line, "SKIPPED") && !strings.Contains(line, "Redis-specific") {
 			t.Errorf("a skip not named by the plugin: %s", line)
 		}
 	}
-	if m := regexp.MustCompile(`(\d+) passed`).FindStringSubmatch(r.Output); m == nil {
+	if m := regexp.MustCompile(`(\d+) passed`).FindStringSubmatch(output); m == nil {
 		t.Errorf("no passed tests in the report")
 	}
 }
@@ -192,10 +198,7 @@ func TestChannelLayer_Rooms(t *testing.T) {
 // async_to_sync(group_send) to the view's group) reaches a mounted
 // LiveView through turnstile's layer as a patch.
 func TestChannelLayer_DjustPush(t *testing.T) {
-	venv := os.Getenv("TURNSTILE_VENV")
-	if venv == "" || exec.Command(filepath.Join(venv, "bin", "python"), "-c", "import djust").Run() != nil {
-		t.Skip("djust is not installed in the test virtualenv (requirements/test.txt)")
-	}
+	needVenvImport(t, "import djust", "djust is not installed in the test virtualenv (requirements/test.txt)")
 	djustPush(t, "turnstile")
 }
 
@@ -208,20 +211,8 @@ func djustPush(t *testing.T, layer string, args ...string) {
 	cmd.Env = append(os.Environ(), "DJUST_LAYER="+layer)
 	s, listening := startCmd(t, cmd)
 	WaitListening(t, s, listening, 30*time.Second)
-	c, _, err := websocket.DefaultDialer.Dial(wsURL(s, "/ws/live/"), http.Header{"Origin": {"http://" + s.Addr}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	c, next := wsDialJSON(t, s, "/ws/live/", http.Header{"Origin": {"http://" + s.Addr}})
 	defer c.Close()
-	next := func() map[string]any {
-		t.Helper()
-		var m map[string]any
-		c.SetReadDeadline(time.Now().Add(5 * time.Second))
-		if err := c.ReadJSON(&m); err != nil {
-			t.Fatalf("reading a frame: %v", err)
-		}
-		return m
-	}
 	c.WriteJSON(map[string]any{"type": "mount", "view": "djust_site.views.CounterView", "params": map[string]any{}, "url": "/"})
 	for m := next(); m["type"] != "mount"; m = next() {
 	}
@@ -245,29 +236,44 @@ func djustPush(t *testing.T, layer string, args ...string) {
 // and memory limits (ValueError, LayerMemoryFull), cancelled receives,
 // receivers on several loops; it logs the measured cost of a call.
 func TestChannelLayer_OwnTests(t *testing.T) {
-	venv := os.Getenv("TURNSTILE_VENV")
-	if venv == "" || exec.Command(filepath.Join(venv, "bin", "python"), "-c", "import channels_redis, pytest_asyncio").Run() != nil {
-		t.Skip("channels_redis or pytest-asyncio is not installed in the test virtualenv (requirements/test.txt)")
-	}
+	needVenvImport(t, "import channels_redis, pytest_asyncio", "channels_redis or pytest-asyncio is not installed in the test virtualenv (requirements/test.txt)")
 	s := Start(t, "--app-dir", filepath.Join(AppDir(), "chlayer"), "--channel-layer-memory", "1", "--channel-layer-max-message", "65536", "conformance:app")
-	client := &http.Client{Timeout: 5 * time.Minute}
-	resp, err := client.Get(s.URL + "/run?s=1&path=" + url.QueryEscape(filepath.Join(AppDir(), "chlayer", "layer_tests")))
+	runPytest(t, s, "s=1&path="+url.QueryEscape(filepath.Join(AppDir(), "chlayer", "layer_tests")))
+}
+
+// roomHello is the first frame of a testapps/chlayer/rooms_site.py session
+// dialled with ?hello=1: the worker's pid, the loop thread's name and id()
+// of the session's channel layer instance.
+type roomHello struct {
+	Hello int
+	Loop  string
+	Layer int64
+}
+
+// dialRoom opens a rooms_site session of kind ("async" or "sync") in room
+// r on s, closed at t's cleanup, and reads its hello within 10 s.
+func dialRoom(t testing.TB, s *Server, kind string, r int) (*websocket.Conn, roomHello, error) {
+	var hello roomHello
+	c, _, err := wsDial(s, fmt.Sprintf("/ws/%s/r%d/?hello=1", kind, r))
 	if err != nil {
-		t.Fatal(err)
+		return nil, hello, err
 	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	var r struct {
-		RC     int    `json:"rc"`
-		Output string `json:"output"`
+	t.Cleanup(func() { c.Close() })
+	c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	err = c.ReadJSON(&hello)
+	return c, hello, err
+}
+
+// sendRoom sends session i's n messages to its room, "s<i>-<k>" for k
+// from 0, one every 5 ms; it returns the first write's error.
+func sendRoom(c *websocket.Conn, i, n int) error {
+	for k := 0; k < n; k++ {
+		if err := c.WriteMessage(websocket.TextMessage, []byte(fmt.Sprintf("s%d-%d", i, k))); err != nil {
+			return err
+		}
+		time.Sleep(5 * time.Millisecond)
 	}
-	if err := json.Unmarshal(b, &r); err != nil {
-		t.Fatalf("%v: %s", err, b)
-	}
-	t.Logf("pytest inside turnstile:\n%s", r.Output)
-	if r.RC != 0 {
-		t.Fatalf("pytest exit %d", r.RC)
-	}
+	return nil
 }
 
 // TestChannelLayer_AcrossWorkers: with --workers 4 a group spans the
@@ -293,14 +299,8 @@ func TestChannelLayer_AcrossWorkers(t *testing.T) {
 	var sessions []*session
 	pids := map[int]int{}
 	for i := 0; i < rooms*per; i++ {
-		c, _, err := wsDial(s, fmt.Sprintf("/ws/async/r%d/?hello=1", i%rooms))
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer c.Close()
-		var hello struct{ Hello int }
-		c.SetReadDeadline(time.Now().Add(10 * time.Second))
-		if err := c.ReadJSON(&hello); err != nil || hello.Hello == 0 {
+		c, hello, err := dialRoom(t, s, "async", i%rooms)
+		if err != nil || hello.Hello == 0 {
 			t.Fatalf("session %d: hello: %v %+v", i, err, hello)
 		}
 		sessions = append(sessions, &session{c: c, room: i % rooms, pid: hello.Hello})
@@ -315,14 +315,9 @@ func TestChannelLayer_AcrossWorkers(t *testing.T) {
 	var wg sync.WaitGroup
 	for i, se := range sessions {
 		wg.Add(2)
-		go func(i int, se *session) { // sender: one message every 5 ms
+		go func(i int, se *session) {
 			defer wg.Done()
-			for k := 0; k < sends; k++ {
-				if se.c.WriteMessage(websocket.TextMessage, []byte(fmt.Sprintf("s%d-%d", i, k))) != nil {
-					return // the victim's sessions
-				}
-				time.Sleep(5 * time.Millisecond)
-			}
+			_ = sendRoom(se.c, i, sends) // fails on the victim's sessions
 		}(i, se)
 		go func(se *session) { // reader: until 2 s without a message
 			defer wg.Done()

@@ -73,6 +73,18 @@ func repoRoot() string {
 // AppDir is testapps/, where every test app lives (one module per case).
 func AppDir() string { return filepath.Join(repoRoot(), "testapps") }
 
+// needVenvImport skips t with why unless TURNSTILE_VENV is set and its
+// python runs imports (a Python import statement, "import djust") without
+// an error; it returns the virtualenv's directory.
+func needVenvImport(t testing.TB, imports, why string) string {
+	t.Helper()
+	venv := os.Getenv("TURNSTILE_VENV")
+	if venv == "" || exec.Command(filepath.Join(venv, "bin", "python"), "-c", imports).Run() != nil {
+		t.Skip(why)
+	}
+	return venv
+}
+
 func binPath(t testing.TB) string {
 	t.Helper()
 	if testing.Short() {

@@ -789,30 +789,14 @@ func TestWS_IdleMemory(t *testing.T) {
 // the WebSocket, a click event round-trips as a patch, and the view's
 // tick pushes patches the client never asked for.
 func TestWS_Djust(t *testing.T) {
-	venv := os.Getenv("TURNSTILE_VENV")
-	if venv == "" || exec.Command(filepath.Join(venv, "bin", "python"), "-c", "import djust").Run() != nil {
-		t.Skip("djust is not installed in the test virtualenv (requirements/test.txt)")
-	}
+	needVenvImport(t, "import djust", "djust is not installed in the test virtualenv (requirements/test.txt)")
 	s := Start(t, "--app-dir", filepath.Join(AppDir(), "ws_djust"), "djust_site.asgi:application")
 	code, page := s.Get(t, "/")
 	if code != 200 || !strings.Contains(page, `dj-view="djust_site.views.CounterView"`) || !strings.Contains(page, "Count: 0") {
 		t.Fatalf("GET / = %d, %d bytes; want the rendered LiveView page", code, len(page))
 	}
-	h := http.Header{"Origin": {"http://" + s.Addr}}
-	c, _, err := websocket.DefaultDialer.Dial(wsURL(s, "/ws/live/"), h)
-	if err != nil {
-		t.Fatal(err)
-	}
+	c, next := wsDialJSON(t, s, "/ws/live/", http.Header{"Origin": {"http://" + s.Addr}})
 	defer c.Close()
-	next := func() map[string]any {
-		t.Helper()
-		var m map[string]any
-		c.SetReadDeadline(time.Now().Add(5 * time.Second))
-		if err := c.ReadJSON(&m); err != nil {
-			t.Fatalf("reading a frame: %v", err)
-		}
-		return m
-	}
 	if m := next(); m["type"] != "connect" {
 		t.Fatalf("first frame %v; want connect", m)
 	}

@@ -2,7 +2,7 @@ package tests
 
 // WebSocket clients for the tests (RFC 6455, RFC 7692). Two kinds:
 //
-//   - gorilla/websocket's client (wsDial, wsCloseCode), for tests that
+//   - gorilla/websocket's client (wsDial, wsDialJSON, wsCloseCode), for tests that
 //     need a well-behaved peer;
 //   - rawWS, a hand-driven connection, for tests that must see or shape
 //     frames on the wire: its own handshake (wsRaw), masked client frames
@@ -10,7 +10,8 @@ package tests
 //     closeFrame) and permessage-deflate payloads (deflateMessage,
 //     inflateMessage).
 //
-// Used by websocket_test.go, websocket_rfc_test.go and ws_restart_test.go.
+// Used by websocket_test.go, websocket_rfc_test.go, ws_restart_test.go and
+// the chlayer tests.
 
 import (
 	"bufio"
@@ -39,6 +40,28 @@ func wsURL(s *Server, path string) string { return "ws://" + s.Addr + path }
 func wsDial(s *Server, path string, protocols ...string) (*websocket.Conn, *http.Response, error) {
 	d := websocket.Dialer{HandshakeTimeout: 5 * time.Second, Subprotocols: protocols}
 	return d.Dial(wsURL(s, path), nil)
+}
+
+// wsDialJSON connects to path on s with websocket.DefaultDialer and
+// header, failing t on an error, and returns the connection with next,
+// which reads one JSON object frame within 5 s and fails t on an error.
+// The caller closes the connection.
+func wsDialJSON(t *testing.T, s *Server, path string, header http.Header) (*websocket.Conn, func() map[string]any) {
+	t.Helper()
+	c, _, err := websocket.DefaultDialer.Dial(wsURL(s, path), header)
+	if err != nil {
+		t.Fatal(err)
+	}
+	next := func() map[string]any {
+		t.Helper()
+		var m map[string]any
+		c.SetReadDeadline(time.Now().Add(5 * time.Second))
+		if err := c.ReadJSON(&m); err != nil {
+			t.Fatalf("reading a frame: %v", err)
+		}
+		return m
+	}
+	return c, next
 }
 
 // wsCloseCode reads until the connection ends and returns the close code

@@ -23,7 +23,6 @@ import shlex
 import statistics
 import subprocess
 import sys
-import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import run as R  # noqa: E402
@@ -40,18 +39,6 @@ MODES = ["h2c", "h2"]
 # HTTP/1.1 figure in the same run), and server "turnstile-base", a second
 # turnstile binary (--turnstile-base-bin) with the same flags: old against
 # new.
-
-
-def certs():
-    """A self-signed EC certificate for 127.0.0.1 (PKCS#8 key: Granian wants it)."""
-    d = os.path.join(T.WORK, "h2-certs")
-    cert, key = os.path.join(d, "cert.pem"), os.path.join(d, "key.pem")
-    if not os.path.exists(cert):
-        os.makedirs(d, exist_ok=True)
-        subprocess.run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1",
-                        "-nodes", "-keyout", key, "-out", cert, "-days", "30", "-subj", "/CN=127.0.0.1",
-                        "-addext", "subjectAltName=IP:127.0.0.1"], check=True, capture_output=True)
-    return cert, key
 
 
 def argv(server, mode, tbin, venv, port, cert, key, basebin=None):
@@ -120,19 +107,12 @@ def parse_h2load(out):
 
 
 def wait_ready(srv, u, timeout=60, mode="h2c"):
-    deadline = time.monotonic() + timeout
-    last = ""
-    while time.monotonic() < deadline:
-        if srv.proc.poll() is not None:
-            return "exited with %d" % srv.proc.returncode
+    def probe():
         p = subprocess.run(["h2load", "-n", "1", "-c", "1"] + (["--h1"] if mode == "h1" else []) + [u],
                            capture_output=True, timeout=30)
         out = p.stdout.decode(errors="replace")
-        if re.search(r"status codes: 1 2xx", out):
-            return None
-        last = out[-200:]
-        time.sleep(0.2)
-    return "not ready: " + last
+        return None if re.search(r"status codes: 1 2xx", out) else out[-200:]
+    return srv.wait_probe(probe, timeout)
 
 
 def one(server, mode, a, tbin, cert, key, rep, logdir):
@@ -184,7 +164,7 @@ def main():
         tinfo += "; turnstile-base: " + binfo
     if any(s.startswith("front-") for s in servers):
         subprocess.run(["go", "build", "-o", FRONT, "./h2/front"], cwd=T.BENCH, check=True)  # bench/ is its own module
-    cert, key = certs()
+    cert, key = T.self_signed_cert()
     logdir = os.path.join(T.WORK, "h2-logs-" + stamp)
     os.makedirs(a.out, exist_ok=True)
     csv_path = os.path.join(a.out, "h2-%s.csv" % stamp)

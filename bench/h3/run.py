@@ -27,7 +27,6 @@ import shlex
 import statistics
 import subprocess
 import sys
-import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import run as R  # noqa: E402
@@ -38,18 +37,6 @@ TARGET = "asgi_hello:app"
 LOAD = os.path.join(T.WORK, "h3load")
 SERVERS = ["turnstile", "hypercorn"]
 PROTOS = ["h3", "h2", "h1"]
-
-
-def certs():
-    """The self-signed P-256 certificate of bench/h2 (bench/work/h2-certs)."""
-    d = os.path.join(T.WORK, "h2-certs")
-    cert, key = os.path.join(d, "cert.pem"), os.path.join(d, "key.pem")
-    if not os.path.exists(cert):
-        os.makedirs(d, exist_ok=True)
-        subprocess.run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1",
-                        "-nodes", "-keyout", key, "-out", cert, "-days", "30", "-subj", "/CN=127.0.0.1",
-                        "-addext", "subjectAltName=IP:127.0.0.1"], check=True, capture_output=True)
-    return cert, key
 
 
 def argv(server, tbin, venv, port, cert, key):
@@ -67,19 +54,12 @@ def argv(server, tbin, venv, port, cert, key):
 
 
 def wait_ready(srv, port, proto, timeout=60):
-    deadline = time.monotonic() + timeout
-    last = ""
-    while time.monotonic() < deadline:
-        if srv.proc.poll() is not None:
-            return "exited with %d" % srv.proc.returncode
+    def probe():
         p = subprocess.run([LOAD, "-url", "https://%s:%d/" % (T.HOST, port), "-proto", proto, "-rate", "10",
                             "-duration", "100ms", "-warmup", "0s", "-conns", "1", "-timeout", "2s"],
                            capture_output=True, timeout=30)
-        if p.returncode == 0:
-            return None
-        last = p.stderr.decode(errors="replace")[-200:]
-        time.sleep(0.2)
-    return "not ready: " + last
+        return None if p.returncode == 0 else p.stderr.decode(errors="replace")[-200:]
+    return srv.wait_probe(probe, timeout)
 
 
 def one(server, proto, a, tbin, cert, key):
@@ -173,7 +153,7 @@ def main():
     started, load_before, stamp = R.utcnow(), R.loadavg(), T.stamp()
     subprocess.run(["go", "build", "-o", LOAD, "./h3/load"], cwd=T.BENCH, check=True)  # bench/ is its own module
     tbin, tinfo = T.snapshot_turnstile(a.turnstile_bin)
-    cert, key = certs()
+    cert, key = T.self_signed_cert()
     a.logdir = os.path.join(T.WORK, "h3-logs-" + stamp)
     os.makedirs(a.out, exist_ok=True)
     csv_path = os.path.join(a.out, "h3-%s.csv" % stamp)

@@ -25,16 +25,19 @@ import asyncio
 import collections
 import csv
 import datetime
+import importlib.util
 import os
 import shlex
 import socket
 import subprocess
-import sys
 import threading
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import run as R  # noqa: E402
+# rooms/run.py, loaded under its own name: "run" is bench/run.py, which
+# rooms/run.py's turnlib imports.
+_spec = importlib.util.spec_from_file_location("rooms_run", os.path.join(os.path.dirname(os.path.abspath(__file__)), "run.py"))
+R = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(R)
 
 PORT = 8793
 

@@ -67,6 +67,8 @@ import urllib.request
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 BENCH = os.path.dirname(HERE)
+sys.path.insert(0, BENCH)
+import turnlib as T  # noqa: E402
 ROOT = os.path.dirname(BENCH)
 APPS = os.path.join(BENCH, "apps")
 WORK = os.path.join(BENCH, "work")
@@ -313,13 +315,7 @@ def wait_ready(proc, workers=1, timeout=60):
 
 
 def stop(proc):
-    if proc.poll() is None:
-        proc.terminate()
-        try:
-            proc.wait(15)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, 9)
-            proc.wait()
+    T.stop_proc(proc)
     try:  # a worker its master left behind (its own session, started here)
         os.killpg(proc.pid, 9)
     except ProcessLookupError:

@@ -195,14 +195,52 @@ func pct(sorted []time.Duration, p float64) float64 {
 	return float64(sorted[i].Microseconds()) / 1000
 }
 
+// latencies gathers the samples of many connections' goroutines, each
+// adding its own once, at its end.
+type latencies struct {
+	mu  sync.Mutex
+	all []time.Duration
+}
+
+func (l *latencies) add(mine []time.Duration) {
+	l.mu.Lock()
+	l.all = append(l.all, mine...)
+	l.mu.Unlock()
+}
+
+// readStamped reads c until an error (its read deadline, until, ends it)
+// and returns the latency of each message stamped "<unix ns> ..." whose
+// stamp falls between start and end; unstamped messages are skipped.
+func readStamped(c *websocket.Conn, start, end, until time.Time) []time.Duration {
+	var mine []time.Duration
+	c.SetReadDeadline(until)
+	for {
+		_, m, err := c.ReadMessage()
+		if err != nil {
+			return mine
+		}
+		now := time.Now()
+		sp := strings.IndexByte(string(m), ' ')
+		if sp < 0 {
+			continue
+		}
+		ns, err := strconv.ParseInt(string(m[:sp]), 10, 64)
+		if err != nil {
+			continue
+		}
+		if sent := time.Unix(0, ns); sent.After(start) && sent.Before(end) {
+			mine = append(mine, now.Sub(sent))
+		}
+	}
+}
+
 // echo runs the closed loop on every connection.
 func echo(cs []*websocket.Conn, size int, warmup, duration time.Duration) ([]time.Duration, int64, int64) {
 	msg := []byte(strings.Repeat("x", size))
 	start := time.Now().Add(warmup)
 	end := start.Add(duration)
-	var mu sync.Mutex
-	var all []time.Duration
-	var n, errs atomic.Int64
+	var lat latencies
+	var errs atomic.Int64
 	var wg sync.WaitGroup
 	for _, c := range cs {
 		wg.Add(1)
@@ -228,14 +266,11 @@ func echo(cs []*websocket.Conn, size int, warmup, duration time.Duration) ([]tim
 					mine = append(mine, time.Since(t0))
 				}
 			}
-			n.Add(int64(len(mine)))
-			mu.Lock()
-			all = append(all, mine...)
-			mu.Unlock()
+			lat.add(mine)
 		}()
 	}
 	wg.Wait()
-	return all, n.Load(), errs.Load()
+	return lat.all, int64(len(lat.all)), errs.Load()
 }
 
 // rooms: every client sends "<unix ns> <padding>" every interval; every
@@ -243,9 +278,8 @@ func echo(cs []*websocket.Conn, size int, warmup, duration time.Duration) ([]tim
 func rooms(cs []*websocket.Conn, size int, interval, warmup, duration time.Duration) ([]time.Duration, int64, int64) {
 	start := time.Now().Add(warmup)
 	end := start.Add(duration)
-	var mu sync.Mutex
-	var all []time.Duration
-	var n, errs atomic.Int64
+	var lat latencies
+	var errs atomic.Int64
 	var wg sync.WaitGroup
 	pad := strings.Repeat("x", max(size-20, 0))
 	for _, c := range cs {
@@ -253,31 +287,7 @@ func rooms(cs []*websocket.Conn, size int, interval, warmup, duration time.Durat
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			var mine []time.Duration
-			for {
-				c.SetReadDeadline(end.Add(2 * time.Second))
-				_, m, err := c.ReadMessage()
-				if err != nil {
-					break // the deadline ends it
-				}
-				now := time.Now()
-				sp := strings.IndexByte(string(m), ' ')
-				if sp < 0 {
-					continue
-				}
-				ns, err := strconv.ParseInt(string(m[:sp]), 10, 64)
-				if err != nil {
-					continue
-				}
-				sent := time.Unix(0, ns)
-				if sent.After(start) && sent.Before(end) {
-					mine = append(mine, now.Sub(sent))
-				}
-			}
-			n.Add(int64(len(mine)))
-			mu.Lock()
-			all = append(all, mine...)
-			mu.Unlock()
+			lat.add(readStamped(c, start, end, end.Add(2*time.Second)))
 		}()
 		// sender
 		wg.Add(1)
@@ -299,7 +309,7 @@ func rooms(cs []*websocket.Conn, size int, interval, warmup, duration time.Durat
 		}()
 	}
 	wg.Wait()
-	return all, n.Load(), errs.Load()
+	return lat.all, int64(len(lat.all)), errs.Load()
 }
 
 // receiveOnly reads what the server pushes ("<unix ns> <padding>") and
@@ -307,42 +317,17 @@ func rooms(cs []*websocket.Conn, size int, interval, warmup, duration time.Durat
 func receiveOnly(cs []*websocket.Conn, warmup, duration time.Duration) ([]time.Duration, int64) {
 	start := time.Now().Add(warmup)
 	end := start.Add(duration)
-	var mu sync.Mutex
-	var all []time.Duration
-	var n atomic.Int64
+	var lat latencies
 	var wg sync.WaitGroup
 	for _, c := range cs {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			var mine []time.Duration
-			c.SetReadDeadline(end)
-			for {
-				_, m, err := c.ReadMessage()
-				if err != nil {
-					break // the deadline ends it
-				}
-				now := time.Now()
-				sp := strings.IndexByte(string(m), ' ')
-				if sp < 0 {
-					continue
-				}
-				ns, err := strconv.ParseInt(string(m[:sp]), 10, 64)
-				if err != nil {
-					continue
-				}
-				if sent := time.Unix(0, ns); sent.After(start) && sent.Before(end) {
-					mine = append(mine, now.Sub(sent))
-				}
-			}
-			n.Add(int64(len(mine)))
-			mu.Lock()
-			all = append(all, mine...)
-			mu.Unlock()
+			lat.add(readStamped(c, start, end, end))
 		}()
 	}
 	wg.Wait()
-	return all, n.Load()
+	return lat.all, int64(len(lat.all))
 }
 
 func btoi(b bool) int {

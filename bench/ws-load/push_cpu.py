@@ -15,18 +15,12 @@ sessions); the rest are Go's (the runtime's Ms running goroutines; a cgo
 call made by a goroutine runs on them too). Prints per run: frames
 delivered/s, Go and Python CPU µs per frame, Go context switches per frame.
 """
-import argparse, json, os, signal, socket, statistics, subprocess, sys, time
+import argparse, json, os, statistics, subprocess, sys, time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 BENCH = os.path.dirname(HERE)
-
-
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
+sys.path.insert(0, BENCH)
+import turnlib as T  # noqa: E402
 
 
 def threads(pid):
@@ -74,20 +68,14 @@ def worker_of(master):
 
 
 def run_one(binary, venv, shape, conns, duration, wsload, extra, cpus):
-    port, admin = free_port(), free_port()
+    port, admin = T.free_port(), T.free_port()
     pin = ["taskset", "-c", cpus] if cpus != "all" else []
     cmd = pin + [binary, "--port", str(port), "--admin-bind", f"127.0.0.1:{admin}",
            "--venv", venv, "--app-dir", os.path.join(BENCH, "apps"), "--log-level", "warning"] + extra + ["ws_app:app"]
     srv = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         w = worker_of(srv.pid)
-        deadline = time.time() + 20
-        while time.time() < deadline:
-            try:
-                socket.create_connection(("127.0.0.1", port), 0.2).close()
-                break
-            except OSError:
-                time.sleep(0.05)
+        T.wait_port(port, timeout=20)
         lg = subprocess.Popen(["taskset", "-c", "0", wsload, "-url", f"ws://127.0.0.1:{port}", "-shape", shape,
                                "-conns", str(conns), "-duration", duration, "-warmup", "2s", "-json"],
                               stdout=subprocess.PIPE, text=True)
@@ -104,11 +92,7 @@ def run_one(binary, venv, shape, conns, duration, wsload, extra, cpus):
         return {"conns": conns, "rate": round(r["msgs_per_sec"]), "go_us": go / 1e3 / frames,
                 "py_us": py / 1e3 / frames, "go_cs": gocs / frames, "go_core": go / 1e9 / wall, "p50_ms": r["p50_ms"]}
     finally:
-        srv.send_signal(signal.SIGTERM)
-        try:
-            srv.wait(10)
-        except subprocess.TimeoutExpired:
-            srv.kill()
+        T.stop_proc(srv, 10)
 
 
 def main():

@@ -25,7 +25,6 @@ import csv
 import datetime
 import json
 import os
-import socket
 import statistics
 import subprocess
 import sys
@@ -33,6 +32,8 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 BENCH = os.path.dirname(HERE)
+sys.path.insert(0, BENCH)
+import turnlib as T  # noqa: E402
 ROOT = os.path.dirname(BENCH)
 APPS = os.path.join(BENCH, "apps")
 HOST = "127.0.0.1"
@@ -60,37 +61,17 @@ def server_argv(name, a):
     raise SystemExit("unknown server " + name)
 
 
-def wait_port(proc, timeout=30):
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        if proc.poll() is not None:
-            return False
-        try:
-            socket.create_connection((HOST, PORT), 0.2).close()
-            return True
-        except OSError:
-            time.sleep(0.1)
-    return False
-
-
 def start(name, a, logf):
     argv = ["taskset", "-c", a.server_core] + server_argv(name, a)
     proc = subprocess.Popen(argv, cwd=APPS, stdout=logf, stderr=logf, start_new_session=True)
-    if not wait_port(proc):
+    if not T.wait_port(PORT, proc):
         stop(proc)
         return None
     time.sleep(0.5)
     return proc
 
 
-def stop(proc):
-    if proc.poll() is None:
-        proc.terminate()
-        try:
-            proc.wait(15)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, 9)
-            proc.wait()
+stop = T.stop_proc
 
 
 def load(a, name, pid, shape, conns):

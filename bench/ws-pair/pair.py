@@ -11,10 +11,12 @@ seconds (the master and its worker, /proc/PID/stat utime+stime) around the
 measured window. Prints and writes (CSV) round trips/s and CPU µs per round
 trip per run, and the median of the per-pair B/A ratios.
 """
-import argparse, csv, json, os, signal, socket, statistics, subprocess, sys, time
+import argparse, csv, json, os, statistics, subprocess, sys, time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 BENCH = os.path.dirname(HERE)
+sys.path.insert(0, BENCH)
+import turnlib as T  # noqa: E402
 TICK = os.sysconf("SC_CLK_TCK")
 
 
@@ -35,27 +37,13 @@ def tree_cpu(pid):
     return total
 
 
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
-
-
 def run_one(binary, venv, conns, duration, wsload):
-    port, admin = free_port(), free_port()
+    port, admin = T.free_port(), T.free_port()
     cmd = ["taskset", "-c", "1", binary, "--port", str(port), "--admin-bind", f"127.0.0.1:{admin}",
            "--venv", venv, "--app-dir", os.path.join(BENCH, "apps"), "--log-level", "warning", "ws_app:app"]
     srv = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
-        deadline = time.time() + 20
-        while time.time() < deadline:
-            try:
-                socket.create_connection(("127.0.0.1", port), 0.2).close()
-                break
-            except OSError:
-                time.sleep(0.05)
+        T.wait_port(port, timeout=20)
         # ws-load warms up 1 s, then measures `duration`; CPU is read around
         # the whole run and scaled by the measured share (warm-up included
         # at the same rate).
@@ -70,11 +58,7 @@ def run_one(binary, venv, conns, duration, wsload):
         rate = r["msgs_per_sec"]
         return rate, cpu / wall / rate * 1e6, r["p50_ms"], r["errors"]
     finally:
-        srv.send_signal(signal.SIGTERM)
-        try:
-            srv.wait(10)
-        except subprocess.TimeoutExpired:
-            srv.kill()
+        T.stop_proc(srv, 10)
 
 
 def main():

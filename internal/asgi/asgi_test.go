@@ -3,7 +3,8 @@ package asgi_test
 // The asgi package in one process: real CPython started by python.Start,
 // two Loops (NewLoop, Start: lifespan on each), the Handler behind an
 // http1.Server on a loopback port, Go's HTTP client and gorilla's
-// WebSocket client. The app is testdata/pkgapp.py. The end-to-end suite
+// WebSocket client (the harness shared with wsgi: internal/embedtest).
+// The app is testdata/pkgapp.py. The end-to-end suite
 // (tests/) runs the same through the binary; these tests pin the
 // package's own contract (the ASGI spec's messages and scope) without the
 // worker around it.
@@ -17,56 +18,27 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"log/slog"
-	"net"
 	"net/http"
 	"os"
-	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
-	"unsafe"
 
 	"github.com/gorilla/websocket"
 
 	"turnstile/internal/asgi"
-	"turnstile/internal/http1"
-	"turnstile/internal/inflight"
-	"turnstile/internal/python"
+	"turnstile/internal/embedtest"
 	"turnstile/internal/wsgi"
-	pysrc "turnstile/python"
 )
 
 var (
-	baseURL string
-	skipWhy string
-	logBuf  syncBuffer
-	loops   []*asgi.Loop
-	doneMu  sync.Mutex
-	results []inflight.Result
+	env   embedtest.Env
+	loops []*asgi.Loop
 )
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 func TestMain(m *testing.M) {
 	if err := start(); err != nil {
-		skipWhy = err.Error()
+		env.SkipWhy = err.Error()
 	}
 	code := m.Run()
 	if len(loops) > 0 {
@@ -81,22 +53,8 @@ func TestMain(m *testing.M) {
 // start brings up CPython, two loops and a server; an error is a reason to
 // skip (no interpreter), or a failure the tests report.
 func start() error {
-	program := os.Getenv("TURNSTILE_PYTHON")
-	if program == "" {
-		return fmt.Errorf("TURNSTILE_PYTHON is not set (make test sets it): no CPython to start")
-	}
-	log := slog.New(slog.NewJSONHandler(&logBuf, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	python.SetLogger(log)
-	dir, _ := filepath.Abs("testdata")
-	kind, err := python.Start(python.Config{
-		ProgramName: program, Bootstrap: pysrc.Bootstrap, AppDir: dir, AppSpec: "pkgapp:app",
-		Interface: "auto", Workers: 1, AfterLoad: []unsafe.Pointer{wsgi.AfterLoad, asgi.AfterLoad},
-	})
-	if err != nil {
-		return fmt.Errorf("python.Start: %v", err)
-	}
-	if kind != "asgi" {
-		return fmt.Errorf("python.Start: kind %q, want asgi", kind)
+	if err := env.Start("asgi", wsgi.AfterLoad, asgi.AfterLoad); err != nil {
+		return err
 	}
 	for i := range 2 {
 		l, err := asgi.NewLoop(i, asgi.LoopConfig{Lifespan: "on", Loop: "asyncio", ExecutorThreads: 2})
@@ -108,42 +66,12 @@ func start() error {
 		}
 		loops = append(loops, l)
 	}
-	h := &asgi.Handler{EventLoops: loops, Logger: log, Done: func(_ *http1.Request, res inflight.Result) {
-		doneMu.Lock()
-		results = append(results, res)
-		doneMu.Unlock()
-	}}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return err
-	}
-	srv := &http1.Server{Handler: h}
-	go srv.Serve(ln)
-	baseURL = "http://" + ln.Addr().String()
-	return nil
-}
-
-func need(t *testing.T) {
-	t.Helper()
-	if skipWhy != "" {
-		t.Skip(skipWhy)
-	}
-}
-
-func get(t *testing.T, c *http.Client, path string) (*http.Response, string) {
-	t.Helper()
-	resp, err := c.Get(baseURL + path)
-	if err != nil {
-		t.Fatalf("GET %s: %v", path, err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return resp, string(b)
+	return env.Serve(&asgi.Handler{EventLoops: loops, Logger: env.Log, Done: env.Done})
 }
 
 func TestASGI_Hello(t *testing.T) {
-	need(t)
-	resp, body := get(t, http.DefaultClient, "/hello")
+	env.Need(t)
+	resp, body := env.Get(t, http.DefaultClient, "/hello")
 	if resp.StatusCode != 200 || body != "Hello, World!" || resp.Header.Get("Content-Type") != "text/plain" {
 		t.Fatalf("GET /hello = %d %q %v", resp.StatusCode, body, resp.Header)
 	}
@@ -152,9 +80,9 @@ func TestASGI_Hello(t *testing.T) {
 // http.request messages carry the body, more_body until the last (ASGI
 // HTTP, "Request - receive event"), here larger than one chunk.
 func TestASGI_BodyEcho(t *testing.T) {
-	need(t)
+	env.Need(t)
 	payload := bytes.Repeat([]byte("0123456789abcdef"), 64<<10/16*3)
-	resp, err := http.Post(baseURL+"/echo", "application/octet-stream", bytes.NewReader(payload))
+	resp, err := http.Post(env.BaseURL+"/echo", "application/octet-stream", bytes.NewReader(payload))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -168,8 +96,8 @@ func TestASGI_BodyEcho(t *testing.T) {
 // The scope (ASGI HTTP, "HTTP Connection Scope"), the lifespan state of the
 // loop that serves it, and the loop thread's name.
 func TestASGI_Scope(t *testing.T) {
-	need(t)
-	resp, body := get(t, http.DefaultClient, "/scope?a=1")
+	env.Need(t)
+	resp, body := env.Get(t, http.DefaultClient, "/scope?a=1")
 	if resp.StatusCode != 200 {
 		t.Fatalf("GET /scope = %d %q", resp.StatusCode, body)
 	}
@@ -195,13 +123,13 @@ func TestASGI_Scope(t *testing.T) {
 // Several connections spread over the two loops, and each keeps its loop
 // for its requests.
 func TestASGI_LoopsAssigned(t *testing.T) {
-	need(t)
+	env.Need(t)
 	seen := map[string]bool{}
 	for i := 0; i < 4; i++ {
 		c := &http.Client{Transport: &http.Transport{}}
 		var first string
 		for j := 0; j < 3; j++ {
-			_, body := get(t, c, "/scope")
+			_, body := env.Get(t, c, "/scope")
 			var sc map[string]any
 			_ = json.Unmarshal([]byte(body), &sc)
 			th, _ := sc["thread"].(string)
@@ -221,8 +149,8 @@ func TestASGI_LoopsAssigned(t *testing.T) {
 
 // A streamed response arrives whole.
 func TestASGI_Stream(t *testing.T) {
-	need(t)
-	resp, body := get(t, http.DefaultClient, "/stream")
+	env.Need(t)
+	resp, body := env.Get(t, http.DefaultClient, "/stream")
 	if resp.StatusCode != 200 || body != "part0 part1 part2 end" {
 		t.Fatalf("GET /stream = %d %q", resp.StatusCode, body)
 	}
@@ -231,37 +159,34 @@ func TestASGI_Stream(t *testing.T) {
 // An app that raises, returns without a response or sends a bad message
 // gets a 500 and one logged record, and the loops keep serving.
 func TestASGI_AppFailures(t *testing.T) {
-	need(t)
+	env.Need(t)
 	for _, tc := range []struct{ path, logged string }{
 		{"/raise", "the app's own failure"},
 		{"/no-response", "without sending a response"},
 		{"/bad-message", "status"},
 	} {
-		resp, _ := get(t, http.DefaultClient, tc.path)
+		resp, _ := env.Get(t, http.DefaultClient, tc.path)
 		if resp.StatusCode != 500 {
 			t.Errorf("GET %s = %d, want 500", tc.path, resp.StatusCode)
 		}
-		if !strings.Contains(logBuf.String(), tc.logged) {
+		if !strings.Contains(env.Logs(), tc.logged) {
 			t.Errorf("GET %s: no log record mentioning %q", tc.path, tc.logged)
 		}
-		if resp, body := get(t, http.DefaultClient, "/hello"); resp.StatusCode != 200 || body != "Hello, World!" {
+		if resp, body := env.Get(t, http.DefaultClient, "/hello"); resp.StatusCode != 200 || body != "Hello, World!" {
 			t.Fatalf("after GET %s: /hello = %d %q", tc.path, resp.StatusCode, body)
 		}
 	}
 	if t.Failed() {
-		t.Logf("log:\n%s", logBuf.String())
+		t.Logf("log:\n%s", env.Logs())
 	}
 }
 
 // Done sees a request once, with the loop that served it.
 func TestASGI_DoneResult(t *testing.T) {
-	need(t)
-	doneMu.Lock()
-	before := len(results)
-	doneMu.Unlock()
-	get(t, http.DefaultClient, "/hello")
-	doneMu.Lock()
-	defer doneMu.Unlock()
+	env.Need(t)
+	before := len(env.Results())
+	env.Get(t, http.DefaultClient, "/hello")
+	results := env.Results()
 	if len(results) != before+1 {
 		t.Fatalf("Done called %d times for one request", len(results)-before)
 	}
@@ -272,8 +197,8 @@ func TestASGI_DoneResult(t *testing.T) {
 
 // A WebSocket session (ASGI WebSocket, RFC 6455): accept, echo, close.
 func TestASGI_WebSocketEcho(t *testing.T) {
-	need(t)
-	c, _, err := websocket.DefaultDialer.Dial("ws"+strings.TrimPrefix(baseURL, "http")+"/ws", nil)
+	env.Need(t)
+	c, _, err := websocket.DefaultDialer.Dial("ws"+strings.TrimPrefix(env.BaseURL, "http")+"/ws", nil)
 	if err != nil {
 		t.Fatalf("dial: %v", err)
 	}

@@ -271,6 +271,31 @@ func (s *Store) space(prefix string) *space {
 	return sp
 }
 
+// sendableLocked returns layer h's Config for a send of data: ErrHandle
+// for a handle Open did not return, ErrTooLarge (counted in Rejected) for
+// data over the size limit. Called with s.mu held.
+func (s *Store) sendableLocked(h int, data []byte) (*Config, error) {
+	c := s.config(h)
+	if c == nil {
+		return nil, ErrHandle
+	}
+	if len(data) > s.maxMsg {
+		s.st.Rejected++
+		return nil, ErrTooLarge
+	}
+	return c, nil
+}
+
+// layerLocked returns layer h's Config and its space (made on first use);
+// ErrHandle for a handle Open did not return. Called with s.mu held.
+func (s *Store) layerLocked(h int) (*Config, *space, error) {
+	c := s.config(h)
+	if c == nil {
+		return nil, nil, ErrHandle
+	}
+	return c, s.space(c.Prefix), nil
+}
+
 // expire drops the expired head of ch's queue.
 func (s *Store) expire(ch *channel, now int64) {
 	n := 0
@@ -350,15 +375,10 @@ func wakeAll(wake map[*endpoint]struct{}) {
 // at the host-wide limit, ErrTooLarge over the size limit.
 func (s *Store) Send(h int, name string, data []byte) error {
 	s.mu.Lock()
-	c := s.config(h)
-	if c == nil {
+	c, err := s.sendableLocked(h, data)
+	if err != nil {
 		s.mu.Unlock()
-		return ErrHandle
-	}
-	if len(data) > s.maxMsg {
-		s.st.Rejected++
-		s.mu.Unlock()
-		return ErrTooLarge
+		return err
 	}
 	if l := s.relay; l != nil {
 		if pid := ChannelPID(name); pid != 0 && pid != s.pid {
@@ -370,7 +390,7 @@ func (s *Store) Send(h int, name string, data []byte) error {
 	}
 	defer s.mu.Unlock()
 	wake := map[*endpoint]struct{}{}
-	err := s.put(s.space(c.Prefix), c, name, data, s.now(), wake)
+	err = s.put(s.space(c.Prefix), c, name, data, s.now(), wake)
 	switch err {
 	case ErrFull:
 		s.st.RejectedFull++
@@ -386,15 +406,10 @@ func (s *Store) Send(h int, name string, data []byte) error {
 // host-wide limit stops the fan-out with ErrMemory.
 func (s *Store) GroupSend(h int, group string, data []byte) (members, full int, err error) {
 	s.mu.Lock()
-	c := s.config(h)
-	if c == nil {
+	c, err := s.sendableLocked(h, data)
+	if err != nil {
 		s.mu.Unlock()
-		return 0, 0, ErrHandle
-	}
-	if len(data) > s.maxMsg {
-		s.st.Rejected++
-		s.mu.Unlock()
-		return 0, 0, ErrTooLarge
+		return 0, 0, err
 	}
 	if l := s.relay; l != nil {
 		// Through the master, which orders it with every other worker's
@@ -552,11 +567,10 @@ func (s *Store) CloseEndpoint(ep uint64) {
 func (s *Store) GroupAdd(h int, group, name string) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	c := s.config(h)
-	if c == nil {
-		return ErrHandle
+	c, sp, err := s.layerLocked(h)
+	if err != nil {
+		return err
 	}
-	sp := s.space(c.Prefix)
 	g := sp.groups[group]
 	if g == nil {
 		g = map[string]int64{}
@@ -571,11 +585,10 @@ func (s *Store) GroupAdd(h int, group, name string) error {
 func (s *Store) GroupDiscard(h int, group, name string) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	c := s.config(h)
-	if c == nil {
-		return ErrHandle
+	c, sp, err := s.layerLocked(h)
+	if err != nil {
+		return err
 	}
-	sp := s.space(c.Prefix)
 	if g := sp.groups[group]; g != nil {
 		delete(g, name)
 		if len(g) == 0 {
@@ -591,11 +604,10 @@ func (s *Store) GroupDiscard(h int, group, name string) error {
 func (s *Store) Flush(h int) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	c := s.config(h)
-	if c == nil {
-		return ErrHandle
+	c, sp, err := s.layerLocked(h)
+	if err != nil {
+		return err
 	}
-	sp := s.space(c.Prefix)
 	for name, ch := range sp.channels {
 		for _, e := range ch.q {
 			s.st.Bytes -= int64(len(e.data))

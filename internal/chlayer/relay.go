@@ -125,18 +125,32 @@ func newLink(c net.Conn) *link {
 	return l
 }
 
+// reserve counts b's bytes into queued: false, and b dropped and counted,
+// when that passes LinkBytes.
+func (l *link) reserve(b []byte) bool {
+	if l.queued.Add(int64(len(b))) > LinkBytes {
+		l.drop(b)
+		return false
+	}
+	return true
+}
+
+// drop takes b, reserved but not queued, back out of queued and counts it
+// in dropped.
+func (l *link) drop(b []byte) {
+	l.queued.Add(-int64(len(b)))
+	l.dropped.Add(1)
+}
+
 func (l *link) send(f Frame) {
 	b := f.encode()
-	if l.queued.Add(int64(len(b))) > LinkBytes {
-		l.queued.Add(-int64(len(b)))
-		l.dropped.Add(1)
+	if !l.reserve(b) {
 		return
 	}
 	select {
 	case l.q <- b:
 	default:
-		l.queued.Add(-int64(len(b)))
-		l.dropped.Add(1)
+		l.drop(b)
 	}
 }
 
@@ -145,9 +159,7 @@ func (l *link) send(f Frame) {
 // the bound rule's "wait with the GIL released"), then drops and counts.
 func (l *link) sendWait(f Frame, d time.Duration) {
 	b := f.encode()
-	if l.queued.Add(int64(len(b))) > LinkBytes {
-		l.queued.Add(-int64(len(b)))
-		l.dropped.Add(1)
+	if !l.reserve(b) {
 		return
 	}
 	select {
@@ -160,11 +172,9 @@ func (l *link) sendWait(f Frame, d time.Duration) {
 	select {
 	case l.q <- b:
 	case <-t.C:
-		l.queued.Add(-int64(len(b)))
-		l.dropped.Add(1)
+		l.drop(b)
 	case <-l.done:
-		l.queued.Add(-int64(len(b)))
-		l.dropped.Add(1)
+		l.drop(b)
 	}
 }
 

@@ -27,6 +27,19 @@ func socketpair(t *testing.T) (net.Conn, net.Conn) {
 	return conn(fds[0]), conn(fds[1])
 }
 
+// relayWorker is worker pid of hub: a Store with one layer (prefix "asgi",
+// capacity) relayed over a socketpair whose master end hub serves (1 MiB
+// bound). w is the worker's end; closing it is the worker going away.
+func relayWorker(t *testing.T, hub *Hub, pid, capacity int) (s *Store, w net.Conn) {
+	t.Helper()
+	m, w := socketpair(t)
+	go hub.Serve(pid, m, 1<<20)
+	s = New()
+	s.Open(Config{Prefix: "asgi", Capacity: capacity})
+	s.EnableRelay(w, pid)
+	return s, w
+}
+
 // Two workers, one hub: a group spans both, both senders' messages reach
 // every member in one order, a send to the other worker's channel crosses,
 // and a worker that goes away leaves the group.
@@ -36,11 +49,7 @@ func TestRelayAcrossWorkers(t *testing.T) {
 	var eps []uint64
 	var closers []net.Conn
 	for pid := 101; pid <= 102; pid++ {
-		m, w := socketpair(t)
-		go hub.Serve(pid, m, 1<<20)
-		s := New()
-		s.Open(Config{Prefix: "asgi", Capacity: 1000})
-		s.EnableRelay(w, pid)
+		s, w := relayWorker(t, hub, pid, 1000)
 		ep, _, _ := s.NewEndpoint()
 		stores, eps, closers = append(stores, s), append(eps, ep), append(closers, w)
 	}
@@ -109,11 +118,7 @@ func TestRelayCost(t *testing.T) {
 	hub := NewHub()
 	var stores []*Store
 	for pid := 201; pid <= 202; pid++ {
-		m, w := socketpair(t)
-		go hub.Serve(pid, m, 1<<20)
-		s := New()
-		s.Open(Config{Prefix: "asgi", Capacity: 100000})
-		s.EnableRelay(w, pid)
+		s, w := relayWorker(t, hub, pid, 100000)
 		stores = append(stores, s)
 		defer w.Close()
 	}

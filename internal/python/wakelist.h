@@ -85,6 +85,20 @@ ts_wakelist_wake(ts_wakelist *l)
     }
 }
 
+/* ts_wakelist_link_locked links n at the tail. Called with l->mu held;
+ * n->next is already NULL. */
+static inline void
+ts_wakelist_link_locked(ts_wakelist *l, ts_wakenode *n)
+{
+    if (l->tail != NULL) {
+        l->tail->next = n;
+    }
+    else {
+        l->head = n;
+    }
+    l->tail = n;
+}
+
 /* ts_wakelist_push appends n and wakes the consumer if it is armed.
  * Returns 0, or -1 (n not listed) when the list is closed. close != 0
  * lists n even on a closed list and closes it: the last node a stopping
@@ -102,13 +116,7 @@ ts_wakelist_push(ts_wakelist *l, ts_wakenode *n, int close)
     if (close) {
         l->closed = 1;
     }
-    if (l->tail != NULL) {
-        l->tail->next = n;
-    }
-    else {
-        l->head = n;
-    }
-    l->tail = n;
+    ts_wakelist_link_locked(l, n);
     pthread_mutex_unlock(&l->mu);
     ts_wakelist_wake(l);
     return 0;
@@ -123,13 +131,7 @@ ts_wakelist_push_open(ts_wakelist *l, ts_wakenode *n)
 {
     n->next = NULL;
     pthread_mutex_lock(&l->mu);
-    if (l->tail != NULL) {
-        l->tail->next = n;
-    }
-    else {
-        l->head = n;
-    }
-    l->tail = n;
+    ts_wakelist_link_locked(l, n);
     pthread_mutex_unlock(&l->mu);
     ts_wakelist_wake(l);
     return 0;

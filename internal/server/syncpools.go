@@ -177,25 +177,15 @@ func keepSlowCall(thread string, tag uint64, age time.Duration, frames []python.
 // a call of now ("METHOD PATH START_NS", as the watchdog keys requests)
 // to that thread's name: an ASGI request's thread in /debug/status.
 func syncThreads() map[string]string {
-	pools := syncPools.Load()
-	if pools == nil {
+	if syncPools.Load() == nil {
 		return nil
 	}
 	out := map[string]string{}
-	for _, p := range pools {
-		if p == nil {
-			continue
+	eachSyncCall(func(p *python.Pool, i int, st python.LaneStats) {
+		if f, ok := asgi.ByTag(st.RunningTag); ok {
+			out[requestKey(f.Method, f.Path, f.Start)] = p.ThreadName(i)
 		}
-		for i := range p.Threads() {
-			st := p.ThreadStats(i, false)
-			if st.RunningSince == 0 {
-				continue
-			}
-			if f, ok := asgi.ByTag(st.RunningTag); ok {
-				out[requestKey(f.Method, f.Path, f.Start)] = p.ThreadName(i)
-			}
-		}
-	}
+	})
 	return out
 }
 
@@ -203,28 +193,34 @@ func syncThreads() map[string]string {
 // running a call now, with the connection's method and path when it is
 // still open.
 func syncStacks(describe func([]python.Frame) []string) []ThreadStack {
+	var out []ThreadStack
+	eachSyncCall(func(p *python.Pool, i int, st python.LaneStats) {
+		ts := ThreadStack{Thread: p.ThreadName(i), Stack: describe(python.SampleStack(p.ThreadState(i)))}
+		if f, ok := asgi.ByTag(st.RunningTag); ok {
+			ts.Method, ts.Target = f.Method, f.Path
+		}
+		out = append(out, ts)
+	})
+	return out
+}
+
+// eachSyncCall calls f for each thread of the pools for sync work running
+// a call now (thread i of pool p, its stats); none before the pools start.
+func eachSyncCall(f func(p *python.Pool, i int, st python.LaneStats)) {
 	pools := syncPools.Load()
 	if pools == nil {
-		return nil
+		return
 	}
-	var out []ThreadStack
 	for _, p := range pools {
 		if p == nil {
 			continue
 		}
 		for i := range p.Threads() {
-			st := p.ThreadStats(i, false)
-			if st.RunningSince == 0 {
-				continue
+			if st := p.ThreadStats(i, false); st.RunningSince != 0 {
+				f(p, i, st)
 			}
-			ts := ThreadStack{Thread: p.ThreadName(i), Stack: describe(python.SampleStack(p.ThreadState(i)))}
-			if f, ok := asgi.ByTag(st.RunningTag); ok {
-				ts.Method, ts.Target = f.Method, f.Path
-			}
-			out = append(out, ts)
 		}
 	}
-	return out
 }
 
 func requestKey(method, path string, start time.Time) string {

@@ -2,7 +2,8 @@ package wsgi_test
 
 // The wsgi package in one process: real CPython started by python.Start,
 // a python.Pool, the Handler behind an http1.Server on a loopback port,
-// Go's HTTP client. The app is testdata/pkgapp.py. The end-to-end suite
+// Go's HTTP client (the harness shared with asgi: internal/embedtest).
+// The app is testdata/pkgapp.py. The end-to-end suite
 // (tests/) runs the same through the binary; these tests pin the
 // package's own contract (PEP 3333) without the worker around it.
 //
@@ -15,52 +16,23 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"log/slog"
-	"net"
 	"net/http"
 	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
-	"unsafe"
 
 	"turnstile/internal/asgi"
-	"turnstile/internal/http1"
-	"turnstile/internal/inflight"
+	"turnstile/internal/embedtest"
 	"turnstile/internal/python"
 	"turnstile/internal/wsgi"
-	pysrc "turnstile/python"
 )
 
-var (
-	baseURL  string
-	skipWhy  string
-	logBuf   syncBuffer
-	doneMu   sync.Mutex
-	doneSeen []inflight.Result
-)
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
+var env embedtest.Env
 
 func TestMain(m *testing.M) {
 	if err := start(); err != nil {
-		skipWhy = err.Error()
+		env.SkipWhy = err.Error()
 	}
 	os.Exit(m.Run())
 }
@@ -68,63 +40,19 @@ func TestMain(m *testing.M) {
 // start brings up CPython, the pool and a server; an error is a reason to
 // skip (no interpreter), or a failure the tests report.
 func start() error {
-	program := os.Getenv("TURNSTILE_PYTHON")
-	if program == "" {
-		return fmt.Errorf("TURNSTILE_PYTHON is not set (make test sets it): no CPython to start")
-	}
-	log := slog.New(slog.NewJSONHandler(&logBuf, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	python.SetLogger(log)
-	dir, _ := filepath.Abs("testdata")
-	kind, err := python.Start(python.Config{
-		ProgramName: program, Bootstrap: pysrc.Bootstrap, AppDir: dir, AppSpec: "pkgapp:app",
-		Interface: "auto", Workers: 1, AfterLoad: []unsafe.Pointer{wsgi.AfterLoad, asgi.AfterLoad},
-	})
-	if err != nil {
-		return fmt.Errorf("python.Start: %v", err)
-	}
-	if kind != "wsgi" {
-		return fmt.Errorf("python.Start: kind %q, want wsgi", kind)
+	if err := env.Start("wsgi", wsgi.AfterLoad, asgi.AfterLoad); err != nil {
+		return err
 	}
 	pool, err := python.StartPool(python.PoolConfig{Threads: 2, QueueSize: 16})
 	if err != nil {
 		return fmt.Errorf("python.StartPool: %v", err)
 	}
-	h := &wsgi.Handler{Pool: pool, Logger: log, Done: func(_ *http1.Request, res inflight.Result) {
-		doneMu.Lock()
-		doneSeen = append(doneSeen, res)
-		doneMu.Unlock()
-	}}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return err
-	}
-	srv := &http1.Server{Handler: h}
-	go srv.Serve(ln)
-	baseURL = "http://" + ln.Addr().String()
-	return nil
-}
-
-func need(t *testing.T) {
-	t.Helper()
-	if skipWhy != "" {
-		t.Skip(skipWhy)
-	}
-}
-
-func get(t *testing.T, path string) (*http.Response, string) {
-	t.Helper()
-	resp, err := http.Get(baseURL + path)
-	if err != nil {
-		t.Fatalf("GET %s: %v", path, err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return resp, string(b)
+	return env.Serve(&wsgi.Handler{Pool: pool, Logger: env.Log, Done: env.Done})
 }
 
 func TestWSGI_Hello(t *testing.T) {
-	need(t)
-	resp, body := get(t, "/hello")
+	env.Need(t)
+	resp, body := env.Get(t, http.DefaultClient, "/hello")
 	if resp.StatusCode != 200 || body != "Hello, World!" || resp.Header.Get("Content-Type") != "text/plain" {
 		t.Fatalf("GET /hello = %d %q %v", resp.StatusCode, body, resp.Header)
 	}
@@ -133,9 +61,9 @@ func TestWSGI_Hello(t *testing.T) {
 // wsgi.input gives the body (PEP 3333, "wsgi.input"), here larger than one
 // read.
 func TestWSGI_InputEcho(t *testing.T) {
-	need(t)
+	env.Need(t)
 	payload := bytes.Repeat([]byte("0123456789abcdef"), 64<<10/16*3)
-	resp, err := http.Post(baseURL+"/echo", "application/octet-stream", bytes.NewReader(payload))
+	resp, err := http.Post(env.BaseURL+"/echo", "application/octet-stream", bytes.NewReader(payload))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -150,8 +78,8 @@ func TestWSGI_InputEcho(t *testing.T) {
 // Variables"), the app runs on a pool thread, and wsgi.early_hints is a
 // callable.
 func TestWSGI_Environ(t *testing.T) {
-	need(t)
-	resp, body := get(t, "/environ?a=1&b=%20")
+	env.Need(t)
+	resp, body := env.Get(t, http.DefaultClient, "/environ?a=1&b=%20")
 	if resp.StatusCode != 200 {
 		t.Fatalf("GET /environ = %d %q", resp.StatusCode, body)
 	}
@@ -184,8 +112,8 @@ func TestWSGI_Environ(t *testing.T) {
 
 // write() (PEP 3333, "The write() Callable") then the iterable, in order.
 func TestWSGI_WriteThenIterable(t *testing.T) {
-	need(t)
-	resp, body := get(t, "/write")
+	env.Need(t)
+	resp, body := env.Get(t, http.DefaultClient, "/write")
 	if resp.StatusCode != 200 || body != "imperative, then iterable" {
 		t.Fatalf("GET /write = %d %q", resp.StatusCode, body)
 	}
@@ -195,20 +123,20 @@ func TestWSGI_WriteThenIterable(t *testing.T) {
 // start_response gets a 500, one logged record, and the pool keeps
 // serving.
 func TestWSGI_AppFailures(t *testing.T) {
-	need(t)
+	env.Need(t)
 	for _, tc := range []struct{ path, logged string }{
 		{"/raise", "the app's own failure"},
 		{"/bad-header", "Bad Name"},
 		{"/no-start", "start_response"},
 	} {
-		resp, _ := get(t, tc.path)
+		resp, _ := env.Get(t, http.DefaultClient, tc.path)
 		if resp.StatusCode != 500 {
 			t.Errorf("GET %s = %d, want 500", tc.path, resp.StatusCode)
 		}
-		if !strings.Contains(logBuf.String(), tc.logged) {
-			t.Errorf("GET %s: no log record mentioning %q in:\n%s", tc.path, tc.logged, logBuf.String())
+		if !strings.Contains(env.Logs(), tc.logged) {
+			t.Errorf("GET %s: no log record mentioning %q in:\n%s", tc.path, tc.logged, env.Logs())
 		}
-		if resp, body := get(t, "/hello"); resp.StatusCode != 200 || body != "Hello, World!" {
+		if resp, body := env.Get(t, http.DefaultClient, "/hello"); resp.StatusCode != 200 || body != "Hello, World!" {
 			t.Fatalf("after GET %s: /hello = %d %q", tc.path, resp.StatusCode, body)
 		}
 	}
@@ -217,13 +145,10 @@ func TestWSGI_AppFailures(t *testing.T) {
 // Done sees each request once, marked as a pool's (Pool, the queue wait
 // measured).
 func TestWSGI_DoneResult(t *testing.T) {
-	need(t)
-	doneMu.Lock()
-	before := len(doneSeen)
-	doneMu.Unlock()
-	get(t, "/hello")
-	doneMu.Lock()
-	defer doneMu.Unlock()
+	env.Need(t)
+	before := len(env.Results())
+	env.Get(t, http.DefaultClient, "/hello")
+	doneSeen := env.Results()
 	if len(doneSeen) != before+1 {
 		t.Fatalf("Done called %d times for one request", len(doneSeen)-before)
 	}
@@ -234,14 +159,14 @@ func TestWSGI_DoneResult(t *testing.T) {
 
 // Many requests at once on two threads: every one answered, none lost.
 func TestWSGI_Concurrent(t *testing.T) {
-	need(t)
+	env.Need(t)
 	var wg sync.WaitGroup
 	errs := make(chan error, 64)
 	for i := 0; i < 64; i++ {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			resp, err := http.Get(baseURL + "/hello")
+			resp, err := http.Get(env.BaseURL + "/hello")
 			if err != nil {
 				errs <- err
 				return
