@@ -42,8 +42,12 @@ LAYERS = {
                "CONFIG": {"hosts": [REDIS_URL]}},
     # Lists: a group send is a Lua script that pushes onto every member's
     # list; receivers poll with BZPOPMIN. Capacity and expiry bound it.
+    # socket_timeout above the layer's 5 s BZPOPMIN: redis-py 8 reads with
+    # a 5 s socket timeout by default, so an idle session's receive raised
+    # redis.exceptions.TimeoutError and the consumer ended with 1011.
     "core": {"BACKEND": "channels_redis.core.RedisChannelLayer",
-             "CONFIG": {"hosts": [REDIS_URL], "capacity": 1000, "expiry": 60}},
+             "CONFIG": {"hosts": [{"address": REDIS_URL, "socket_timeout": 10}],
+                        "capacity": 1000, "expiry": 60}},
 }
 
 settings.configure(
