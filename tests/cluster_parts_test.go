@@ -105,12 +105,9 @@ func newCluster(t *testing.T) *cluster {
 	script := filepath.Join(c.dir, "netns.sh")
 	t.Cleanup(func() {
 		// Whatever still runs in a namespace is ours (the hosts' workers).
-		for i := 1; i <= 3; i++ {
-			out, _ := exec.Command("ip", "netns", "pids", c.tag+"h"+strconv.Itoa(i)).Output()
-			for _, f := range strings.Fields(string(out)) {
-				if p, err := strconv.Atoi(f); err == nil {
-					syscall.Kill(p, syscall.SIGKILL)
-				}
+		for _, h := range c.hosts {
+			for _, p := range c.pidsIn(h) {
+				syscall.Kill(p, syscall.SIGKILL)
 			}
 		}
 		if out, err := exec.Command(script, "down", c.tag, c.net, "3").CombinedOutput(); err != nil {
@@ -145,6 +142,19 @@ func newCluster(t *testing.T) *cluster {
 		c.waitStatus(h, "UP", 20*time.Second)
 	}
 	return c
+}
+
+// pidsIn lists the processes running in h's namespace (its master and
+// workers: the worker processes have process groups of their own).
+func (c *cluster) pidsIn(h *clusterHost) []int {
+	out, _ := exec.Command("ip", "netns", "pids", h.ns).Output()
+	var pids []int
+	for _, f := range strings.Fields(string(out)) {
+		if p, err := strconv.Atoi(f); err == nil {
+			pids = append(pids, p)
+		}
+	}
+	return pids
 }
 
 // freeOctet picks the third octet of a /24 no interface has yet, from

@@ -153,7 +153,7 @@ func TestCluster(t *testing.T) {
 		waitReconnected(t, m, h2.name, 0, 15*time.Second)
 	}
 	// The workers (parent-death SIGTERM) finish and go; then it starts again.
-	if !waitFor(20*time.Second, func() bool { return syscall.Kill(-s.PID, 0) == syscall.ESRCH }) {
+	if !waitFor(20*time.Second, func() bool { return len(c.pidsIn(h2)) == 0 }) {
 		t.Fatalf("%s's workers still run 20 s after its master was killed", h2.name)
 	}
 	_, failedKill := load.counts()
