@@ -8,6 +8,8 @@
 #   make test   install the system packages the tests need (as root:
 #               scripts/test-deps), build, set up the virtualenv, run every
 #               test (RUN=regexp: only the tests it matches)
+#   make cluster-test  only tests/cluster_test.go (issue 23: root, haproxy,
+#               redis-server), with any PYTHON; `make test` runs it with 3.11
 #   make install  copy the binary to $(PREFIX)/bin/turnstile
 #
 PYTHON     ?= python3
@@ -25,7 +27,7 @@ export PKG_CONFIG_PATH := $(PY_PCDIR)$(if $(PKG_CONFIG_PATH),:$(PKG_CONFIG_PATH)
 export CGO_ENABLED := 1
 export CGO_LDFLAGS := -Wl,-rpath,$(PY_LIBDIR) $(CGO_LDFLAGS)
 
-.PHONY: all build venv venv-run venv-check run test test-deps test-go test-short install clean check-python
+.PHONY: all build venv venv-run venv-check run test test-deps test-go test-short install clean check-python cluster-test
 
 PORT       ?= 8000
 ADMIN_BIND ?= 127.0.0.1:9191
@@ -95,6 +97,13 @@ test: test-deps build venv
 	go vet ./...
 	TURNSTILE_BIN=$(CURDIR)/$(BIN) TURNSTILE_VENV=$(CURDIR)/$(VENV) TURNSTILE_PYTHON=$(PY_REAL) \
 		go test -count=1 -timeout 20m $(if $(RUN),-run '$(RUN)') ./...
+
+# The cluster test runs once per CI run, with the 3.11 binary (its gate,
+# clusterGate in tests/cluster_parts_test.go); TURNSTILE_CLUSTER=1 runs it
+# with this one.
+cluster-test: test-deps build venv
+	TURNSTILE_CLUSTER=1 TURNSTILE_BIN=$(CURDIR)/$(BIN) TURNSTILE_VENV=$(CURDIR)/$(VENV) TURNSTILE_PYTHON=$(PY_REAL) \
+		go test -count=1 -timeout 5m -run 'TestCluster' -v ./tests/
 
 test-short: build
 	go test -short -count=1 ./...

@@ -16,6 +16,9 @@
 //     clientLoad).
 //   - wsclient_test.go: WebSocket clients, gorilla's and raw frames
 //     (wsDial, wsRaw, rawWS).
+//   - cluster_parts_test.go: the cluster of examples/cluster (network
+//     namespaces, Redis, HAProxy and its runtime API, the hosts, clients
+//     dialing from the clients' address, room members that reconnect).
 //   - Families kept next to their tests: cf* in config_test.go (config
 //     files, env, exit statuses), newPKI and TLSArgs in tls_test.go,
 //     h2cConn, h2TLSConn and runCurl in http2_test.go, fw* in
