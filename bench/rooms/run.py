@@ -58,7 +58,7 @@ NOMINAL_TICKS = 6.0
 def server_argv(name, a):
     vb = os.path.join(a.venv, "bin")
     ts = [a.turnstile_bin, "--venv", a.venv, "--app-dir", APPS, "--host", HOST, "--port", str(PORT),
-          "--admin-bind", "off", "--log-level", "warning"]
+          "--admin-bind", "off", "--log-level", "warning"] + shlex.split(a.turnstile_args)
     if name == "turnstile-on":      # the defaults: --session-threads 4 --blocking-threads 4
         return ts + [TARGET]
     if name == "turnstile-off":     # asgiref's own threads, as before issue 20
@@ -128,6 +128,31 @@ def status(pid, field):
     return int(m.group(1)) if m else 0
 
 
+def runq_ns(pid):
+    """Nanoseconds pid's threads have spent runnable but waiting for a CPU
+    (the second field of /proc/<pid>/task/<tid>/schedstat, summed)."""
+    total = 0
+    try:
+        tids = os.listdir("/proc/%d/task" % pid)
+    except OSError:
+        return 0
+    for tid in tids:
+        f = (read("/proc/%d/task/%s/schedstat" % (pid, tid)) or "").split()
+        if len(f) >= 2:
+            total += int(f[1])
+    return total
+
+
+def core_jiffies(core):
+    """(busy, total) jiffies of one CPU, from /proc/stat."""
+    m = re.search(r"^cpu%s (.*)$" % core, read("/proc/stat") or "", re.M)
+    if not m:
+        return (0, 0)
+    v = [int(x) for x in m.group(1).split()]
+    idle = v[3] + (v[4] if len(v) > 4 else 0)
+    return (sum(v) - idle, sum(v))
+
+
 def loop_tid(pid):
     """ts-loop-0 under turnstile, else the process's main thread."""
     for tid in os.listdir("/proc/%d/task" % pid) if os.path.isdir("/proc/%d/task" % pid) else ():
@@ -139,9 +164,9 @@ def loop_tid(pid):
 class Sampler(threading.Thread):
     """Every 0.25 s: (wall, {pid: ticks}, loop ticks per pid, RSS/threads)."""
 
-    def __init__(self, root):
+    def __init__(self, root, core):
         super().__init__(daemon=True)
-        self.root, self.samples, self.stop_ev = root, [], threading.Event()
+        self.root, self.core, self.samples, self.stop_ev = root, core, [], threading.Event()
 
     def run(self):
         while not self.stop_ev.is_set():
@@ -153,8 +178,8 @@ class Sampler(threading.Thread):
                     continue
                 lt = stat_ticks("/proc/%d/task/%d/stat" % (pid, loop_tid(pid)))
                 procs[pid] = (st[1], lt[1] if lt else 0, status(pid, "VmRSS"), status(pid, "VmHWM"),
-                              status(pid, "Threads"))
-            self.samples.append((t, procs))
+                              status(pid, "Threads"), runq_ns(pid))
+            self.samples.append((t, procs, core_jiffies(self.core)))
             self.stop_ev.wait(0.25)
 
     def window(self, t0, t1):
@@ -167,7 +192,10 @@ class Sampler(threading.Thread):
         cpu = {p: (b[1][p][0] - a[1][p][0]) / CLK / dt for p in b[1] if p in a[1]}
         worker = max(cpu, key=cpu.get)
         loop = (b[1][worker][1] - a[1][worker][1]) / CLK / dt
-        return {"cpu": round(sum(cpu.values()), 3), "loop_cpu": round(loop, 3),
+        runq = sum(b[1][p][5] - a[1][p][5] for p in b[1] if p in a[1]) / 1e9 / dt
+        busy, total = b[2][0] - a[2][0], b[2][1] - a[2][1]
+        return {"cpu": round(sum(cpu.values()), 3), "loop_cpu": round(loop, 3), "runq": round(runq, 3),
+                "core_busy": round(busy / total, 3) if total else None,
                 "rss_kib": max(x[1].get(worker, (0, 0, 0))[2] for x in s),
                 "hwm_kib": b[1][worker][3],
                 "threads": max(x[1].get(worker, (0, 0, 0, 0, 0))[4] for x in s),
@@ -175,6 +203,45 @@ class Sampler(threading.Thread):
 
 
 # ---------------------------------------------------------------- runs
+
+def port_free(port):
+    """Whether nothing listens on HOST:port (a bind with SO_REUSEADDR, as a
+    server's, succeeds past TIME_WAIT but not past another listener)."""
+    s = socket.socket()
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        s.bind((HOST, port))
+        return True
+    except OSError:
+        return False
+    finally:
+        s.close()
+
+
+def listener_pids(port):
+    """pids holding a TCP socket listening on port (/proc/net/tcp, state 0A)."""
+    inodes = set()
+    for line in (read("/proc/net/tcp") or "").splitlines()[1:]:
+        f = line.split()
+        if f[3] == "0A" and int(f[1].rsplit(":", 1)[1], 16) == port:
+            inodes.add("socket:[%s]" % f[9])
+    pids = set()
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            fds = os.listdir("/proc/%s/fd" % name)
+        except OSError:
+            continue
+        for fd in fds:
+            try:
+                if os.readlink("/proc/%s/fd/%s" % (name, fd)) in inodes:
+                    pids.add(int(name))
+                    break
+            except OSError:
+                pass
+    return pids
+
 
 def wait_ready(proc, timeout=60):
     deadline = time.time() + timeout
@@ -208,7 +275,7 @@ def psql(a, sql):
 
 def one_run(a, name, proc, conns, block):
     psql(a, "TRUNCATE rooms_move")
-    samp = Sampler(proc.pid)
+    samp = Sampler(proc.pid, a.server_core)
     samp.start()
     argv = ["taskset", "-c", a.client_core, a.ws_load, "-url", "ws://%s:%d" % (HOST, PORT), "-shape", "game",
             "-conns", str(conns), "-duration", "%gs" % a.duration, "-warmup", "%gs" % a.warmup, "-json",
@@ -238,10 +305,11 @@ def insert_latency(a):
 
 
 KEYS = ["server", "rep", "arm", "conns", "ticks_per_client_s", "p50_ms", "p95_ms", "p99_ms", "keys", "keys_lost",
-        "saved", "errors", "holds", "cpu", "loop_cpu", "rss_kib", "hwm_kib", "threads", "loadavg", "error"]
+        "saved", "errors", "holds", "cpu", "loop_cpu", "runq", "core_busy", "rss_kib", "hwm_kib", "threads", "loadavg", "error"]
 
 
 def main():
+    global PORT
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--servers", default="turnstile-on,turnstile-off,uvicorn,daphne,granian,hypercorn")
     p.add_argument("--conns", default="32,64,96,128,256")
@@ -253,11 +321,16 @@ def main():
     p.add_argument("--client-core", default="0")
     p.add_argument("--venv", default=os.path.join(WORK, "venv-3.11"))
     p.add_argument("--turnstile-bin", default=os.environ.get("TURNSTILE_BIN") or os.path.join(ROOT, "bin", "turnstile"))
+    p.add_argument("--turnstile-args", default="",
+                   help="more turnstile flags, one shell string (diagnostics: '--admin-bind 127.0.0.1:9192 "
+                        "--slow-request-threshold 0.3s'); a later flag wins")
     p.add_argument("--pg-dir", default=os.path.join(WORK, "pg-rooms"))
     p.add_argument("--out", default=os.path.join(BENCH, "results"))
     p.add_argument("--note", default="", help="a line for the meta (e.g. what else runs on the machine)")
     p.add_argument("--summarize", metavar="CSV", help="only rewrite CSV's .md from its rows")
+    p.add_argument("--port", type=int, default=PORT, help="the servers' port (one run at a time per port)")
     a = p.parse_args()
+    PORT = a.port
     if a.summarize:
         rows = [dict(r, conns=int(r["conns"])) for r in csv.DictReader(open(a.summarize))]
         servers = list(dict.fromkeys(r["server"] for r in rows))
@@ -294,6 +367,9 @@ def main():
         for rep in range(a.reps):
             for arm, conns in plan:
                 for name in servers:
+                    if not port_free(PORT):
+                        raise SystemExit("port %d is in use by another process (another bench?): "
+                                         "--port another" % PORT)
                     argv = ["taskset", "-c", a.server_core] + server_argv(name, a)
                     cmdlines[name] = shlex.join(argv)
                     logf = open(os.path.join(WORK, "rooms-%s-%s.log" % (stamp, name)), "a")
@@ -303,6 +379,13 @@ def main():
                         if not wait_ready(proc):
                             print("%s: did not start (log in bench/work)" % name, file=sys.stderr)
                             continue
+                        # The answer must come from this server: a server of another run on the port
+                        # (its own bench, another session's) answers wait_ready just as well, and
+                        # ws-load then measures it (seen: 64 foreign clients on ours, ours on theirs).
+                        mine = set(tree(proc.pid)) & listener_pids(PORT)
+                        if not mine or listener_pids(PORT) - set(tree(proc.pid)):
+                            raise SystemExit("%s: port %d is not (only) this server's: listeners %s, ours %s"
+                                             % (name, PORT, sorted(listener_pids(PORT)), sorted(tree(proc.pid))))
                         r = one_run(a, name, proc, conns, arm == "blocker")
                         r.update(server=name, rep=rep, arm=arm, conns=conns,
                                  loadavg=open("/proc/loadavg").read().split()[0])
