@@ -139,6 +139,19 @@ type Stall struct {
 	// top -H, py-spy) and its stack seen most.
 	GILHolderThread int      `json:"gil_holder_thread,omitempty"`
 	GILHolderStack  []string `json:"gil_holder_stack,omitempty"`
+	// LoopCPU is the loop thread's use of the CPU from when the watchdog
+	// saw the stall (a threshold after it began) to its end or this
+	// report; GILHolderCPU the same for GILHolderThread from the sample
+	// that found it holding the GIL after another thread. A CPU wait near the window says the
+	// machine held the thread off the CPU (other processes on its cores);
+	// on-CPU time near it, the thread ran (the app's code, the GIL's
+	// holder computing); neither, it slept (a blocking call, a lock, the
+	// GIL). The kernel credits a CPU wait when the thread gets the CPU,
+	// so a wait under way when the window opened counts whole: the wait
+	// may exceed the window by up to that much. Missing where the kernel
+	// has no schedstat.
+	LoopCPU      *cpuShare `json:"loop_cpu,omitempty"`
+	GILHolderCPU *cpuShare `json:"gil_holder_cpu,omitempty"`
 }
 
 // Watchdog watches the event loops (an ASGI app's) and the pools (a WSGI
@@ -215,6 +228,9 @@ type stallState struct {
 	holderStacks  map[string]int
 	holderFrames  map[string][]python.Frame
 	holderThread  int // native thread id, the latest seen
+
+	loopCPU   cpuTimes // the loop thread's, when the stall was seen
+	holderCPU cpuTimes // holderThread's, when a sample found it holding the GIL after another thread (or first)
 }
 
 // Collectors returns the loops' metrics for registration, four per loop
@@ -473,6 +489,9 @@ func (w *Watchdog) checkLoop(lw *loopWatch, h Heartbeat, pending time.Duration) 
 			stacks: map[string]int{}, frames: map[string][]python.Frame{}, nextReport: ProgressAfter,
 			holderStacks: map[string]int{}, holderFrames: map[string][]python.Frame{},
 		}
+		if h.TState != nil {
+			cur.loopCPU = readSchedstat(python.NativeThreadID(h.TState))
+		}
 		w.mu.Lock()
 		lw.current = cur
 		lw.stalled.Store(true)
@@ -501,13 +520,21 @@ func (w *Watchdog) checkLoop(lw *loopWatch, h Heartbeat, pending time.Duration) 
 		if hold := gilHolder(h.TState); hold != nil && hold != h.TState {
 			if hf := python.SampleStack(hold); len(hf) > 0 {
 				key := stackKey(hf)
+				tid := python.NativeThreadID(hold)
+				var first cpuTimes
+				if tid != cur.holderThread {
+					first = readSchedstat(tid)
+				}
 				w.mu.Lock()
 				cur.holderSamples++
 				cur.holderStacks[key]++
 				if _, ok := cur.holderFrames[key]; !ok {
 					cur.holderFrames[key] = hf
 				}
-				cur.holderThread = python.NativeThreadID(hold)
+				if tid != cur.holderThread {
+					cur.holderThread = tid
+					cur.holderCPU = first
+				}
 				w.mu.Unlock()
 			}
 		}
@@ -580,6 +607,14 @@ func (w *Watchdog) summary(cur *stallState, dur time.Duration, ongoing bool) Sta
 		}
 		st.GILHolderThread = cur.holderThread
 		st.GILHolderStack = w.describe(cur.holderFrames[best])
+		if sh, ok := readSchedstat(cur.holderThread).since(cur.holderCPU); ok {
+			st.GILHolderCPU = &sh
+		}
+	}
+	if cur.tstate != nil {
+		if sh, ok := readSchedstat(python.NativeThreadID(cur.tstate)).since(cur.loopCPU); ok {
+			st.LoopCPU = &sh
+		}
 	}
 	return st
 }
@@ -599,9 +634,16 @@ func (w *Watchdog) logStall(msg string, st Stall) {
 	}
 	args := []any{"loop", st.Loop, "connections", st.Connections, "duration_ms", st.DurationMS, "samples", st.Samples,
 		"requests", strings.Join(reqs, "; "), "stack", strings.Join(st.Stack, "\n")}
+	if c := st.LoopCPU; c != nil {
+		args = append(args, "cpu_window_ms", c.WindowMS, "loop_on_cpu_ms", c.OnCPUMS, "loop_cpu_wait_ms", c.CPUWaitMS)
+	}
 	if st.GILHolderThread != 0 {
 		args = append(args, "waiting_for_gil", true, "gil_holder_thread", st.GILHolderThread,
 			"gil_holder_stack", strings.Join(st.GILHolderStack, "\n"))
+		if c := st.GILHolderCPU; c != nil {
+			args = append(args, "gil_holder_window_ms", c.WindowMS, "gil_holder_on_cpu_ms", c.OnCPUMS,
+				"gil_holder_cpu_wait_ms", c.CPUWaitMS)
+		}
 	}
 	w.Log.Warn(msg, args...)
 }
