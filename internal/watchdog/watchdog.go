@@ -229,8 +229,9 @@ type stallState struct {
 	holderFrames  map[string][]python.Frame
 	holderThread  int // native thread id, the latest seen
 
-	loopCPU   cpuTimes // the loop thread's, when the stall was seen
-	holderCPU cpuTimes // holderThread's, when a sample found it holding the GIL after another thread (or first)
+	loopCPU    cpuTimes // the loop thread's, when the stall was seen
+	holderCPU  cpuTimes // holderThread's, when a sample found it holding the GIL after another thread (or first)
+	holderLast cpuTimes // holderThread's at the latest sample (a holder may exit before the stall's end)
 }
 
 // Collectors returns the loops' metrics for registration, four per loop
@@ -521,10 +522,7 @@ func (w *Watchdog) checkLoop(lw *loopWatch, h Heartbeat, pending time.Duration) 
 			if hf := python.SampleStack(hold); len(hf) > 0 {
 				key := stackKey(hf)
 				tid := python.NativeThreadID(hold)
-				var first cpuTimes
-				if tid != cur.holderThread {
-					first = readSchedstat(tid)
-				}
+				seen := readSchedstat(tid)
 				w.mu.Lock()
 				cur.holderSamples++
 				cur.holderStacks[key]++
@@ -533,8 +531,9 @@ func (w *Watchdog) checkLoop(lw *loopWatch, h Heartbeat, pending time.Duration) 
 				}
 				if tid != cur.holderThread {
 					cur.holderThread = tid
-					cur.holderCPU = first
+					cur.holderCPU = seen
 				}
+				cur.holderLast = seen
 				w.mu.Unlock()
 			}
 		}
@@ -607,7 +606,11 @@ func (w *Watchdog) summary(cur *stallState, dur time.Duration, ongoing bool) Sta
 		}
 		st.GILHolderThread = cur.holderThread
 		st.GILHolderStack = w.describe(cur.holderFrames[best])
-		if sh, ok := readSchedstat(cur.holderThread).since(cur.holderCPU); ok {
+		end := readSchedstat(cur.holderThread)
+		if !end.ok {
+			end = cur.holderLast
+		}
+		if sh, ok := end.since(cur.holderCPU); ok {
 			st.GILHolderCPU = &sh
 		}
 	}
