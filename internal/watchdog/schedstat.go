@@ -21,14 +21,54 @@ type cpuTimes struct {
 // readSchedstat reads thread tid's cpuTimes (tid: a thread of this
 // process, as python.NativeThreadID gives it).
 func readSchedstat(tid int) cpuTimes {
-	t := cpuTimes{at: time.Now()}
 	if tid <= 0 {
-		return t
+		return cpuTimes{at: time.Now()}
 	}
-	b, err := os.ReadFile("/proc/self/task/" + strconv.Itoa(tid) + "/schedstat")
+	b, err := os.ReadFile(schedstatPath(tid))
 	if err != nil {
-		return t
+		return cpuTimes{at: time.Now()}
 	}
+	return parseSchedstat(b)
+}
+
+func schedstatPath(tid int) string { return "/proc/self/task/" + strconv.Itoa(tid) + "/schedstat" }
+
+// schedFile is one thread's schedstat file kept open: a reading is one
+// pread(2) (the kernel writes the figures afresh at offset 0), for the
+// loop thread, read at every probe the watchdog pushes.
+type schedFile struct {
+	tid int
+	f   *os.File // nil: not open (no thread yet, or no schedstat)
+	buf [96]byte
+}
+
+// read returns the thread's cpuTimes now, opening the file for tid
+// first (a loop's thread does not change while it runs; a new tid
+// reopens).
+func (sf *schedFile) read(tid int) cpuTimes {
+	if tid != sf.tid {
+		if sf.f != nil {
+			sf.f.Close()
+			sf.f = nil
+		}
+		sf.tid = tid
+		if tid > 0 {
+			sf.f, _ = os.Open(schedstatPath(tid))
+		}
+	}
+	if sf.f == nil {
+		return cpuTimes{at: time.Now()}
+	}
+	n, err := sf.f.ReadAt(sf.buf[:], 0)
+	if n == 0 && err != nil {
+		return cpuTimes{at: time.Now()}
+	}
+	return parseSchedstat(sf.buf[:n])
+}
+
+// parseSchedstat reads "on-CPU-ns run-queue-wait-ns timeslices".
+func parseSchedstat(b []byte) cpuTimes {
+	t := cpuTimes{at: time.Now()}
 	f := strings.Fields(string(b))
 	if len(f) < 2 {
 		return t

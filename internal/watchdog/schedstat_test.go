@@ -39,3 +39,25 @@ func TestSchedstat_OwnThread(t *testing.T) {
 		t.Error("no thread: since ok, want not ok")
 	}
 }
+
+// TestSchedFile_Pread: the kept-open file reads as readSchedstat does,
+// again and again (pread at offset 0), and reopens for another thread.
+func TestSchedFile_Pread(t *testing.T) {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	tid := unix.Gettid()
+	if !readSchedstat(tid).ok {
+		t.Skip("no schedstat on this kernel")
+	}
+	var sf schedFile
+	a := sf.read(tid)
+	for end := time.Now().Add(10 * time.Millisecond); time.Now().Before(end); {
+	}
+	b := sf.read(tid)
+	if !a.ok || !b.ok || b.on <= a.on {
+		t.Fatalf("kept-open reads %+v then %+v; want both ok, on-CPU time growing", a, b)
+	}
+	if c := sf.read(-1); c.ok {
+		t.Errorf("no thread: %+v, want not ok", c)
+	}
+}
