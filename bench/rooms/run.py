@@ -439,15 +439,17 @@ def versions(a):
 
 def summarize(rows, servers, plan):
     out = ["Medians over reps. ticks = tick frames per client per second (nominal %g); key = press -> ack ms; "
-           "CPU in cores (server tree; loop = its loop thread); RSS/HWM of the busiest process, MiB; threads = its max. "
+           "CPU in cores (server tree; loop = its loop thread); runq = the server's threads runnable but waiting for a CPU, "
+           "in threads (0 to 1 on a quiet core; several: the machine held the server off its core); core = the server "
+           "core's busy share, every process's; RSS/HWM of the busiest process, MiB; threads = its max. "
            "holds = reps where ticks >= %.2f and key p95 < 100 ms.\n" % (NOMINAL_TICKS, 0.95 * NOMINAL_TICKS),
-           "| arm | clients | server | ticks/c/s | key p50 | key p95 | key p99 | CPU | loop CPU | RSS MiB | HWM MiB | threads | holds |",
-           "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+           "| arm | clients | server | ticks/c/s | key p50 | key p95 | key p99 | CPU | loop CPU | runq | core | RSS MiB | HWM MiB | threads | holds |",
+           "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for arm, conns in plan:
         for name in servers:
             rs = [r for r in rows if r["server"] == name and r["arm"] == arm and r["conns"] == conns and not r.get("error")]
             if not rs:
-                out.append("| %s | %d | %s | failed |||||||||" % (arm, conns, name))
+                out.append("| %s | %d | %s | failed |||||||||||" % (arm, conns, name))
                 continue
 
             def med(k, scale=1.0):
@@ -458,9 +460,9 @@ def summarize(rows, servers, plan):
                 v = [float(r[k]) if float(r.get("p50_ms") or 0) > 0 else float("inf") for r in rs]
                 m = statistics.median(v)
                 return "%.1f" % m if m != float("inf") else "none acked"
-            out.append("| %s | %d | %s | %.2f | %s | %s | %s | %.2f | %.2f | %.0f | %.0f | %.0f | %d/%d |" % (
+            out.append("| %s | %d | %s | %.2f | %s | %s | %s | %.2f | %.2f | %.2f | %.2f | %.0f | %.0f | %.0f | %d/%d |" % (
                 arm, conns, name, med("ticks_per_client_s"), key("p50_ms"), key("p95_ms"), key("p99_ms"), med("cpu"),
-                med("loop_cpu"), med("rss_kib", 1 / 1024), med("hwm_kib", 1 / 1024), med("threads"),
+                med("loop_cpu"), med("runq"), med("core_busy"), med("rss_kib", 1 / 1024), med("hwm_kib", 1 / 1024), med("threads"),
                 sum(r["holds"] in (True, "True") for r in rs), len(rs)))
     return "\n".join(out) + "\n"
 
