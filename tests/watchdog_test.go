@@ -96,6 +96,16 @@ func TestB35_BlockedLoop(t *testing.T) {
 	if d, _ := recs[0]["duration_ms"].(float64); d < 2500 {
 		t.Errorf("stall duration = %v ms; want about 3000", d)
 	}
+	// Asleep in time.sleep: neither on a CPU nor waiting for one for most
+	// of the stall (TestWatchdog_StallHeldOffCPU has the loop held off it).
+	if win, ok := recs[0]["cpu_window_ms"].(float64); ok {
+		on, _ := recs[0]["loop_on_cpu_ms"].(float64)
+		wait, _ := recs[0]["loop_cpu_wait_ms"].(float64)
+		t.Logf("asleep: window %v ms, on CPU %v ms, waiting for a CPU %v ms", win, on, wait)
+		if win < 2000 || on+wait > 0.5*win {
+			t.Errorf("asleep: window %v ms, on CPU %v ms, waiting for a CPU %v ms; want a window near 3 s, mostly neither", win, on, wait)
+		}
+	}
 	// The blocker leads the final record's requests, not the /nap and
 	// /health that queued behind it and run once the loop is free.
 	if reqs, _ := recs[0]["requests"].(string); !strings.HasPrefix(reqs, "GET /sleep ") {
@@ -197,6 +207,15 @@ func TestWatchdog_WaitingForGIL(t *testing.T) {
 	}
 	if tid, _ := final[0]["gil_holder_thread"].(float64); tid <= 0 {
 		t.Errorf("gil_holder_thread = %v; want the hog's OS thread id", final[0]["gil_holder_thread"])
+	}
+	// The holder computes: on a CPU, or waiting for one on a busy machine.
+	if win, ok := final[0]["gil_holder_window_ms"].(float64); ok {
+		on, _ := final[0]["gil_holder_on_cpu_ms"].(float64)
+		wait, _ := final[0]["gil_holder_cpu_wait_ms"].(float64)
+		t.Logf("GIL holder: window %v ms, on CPU %v ms, waiting for a CPU %v ms", win, on, wait)
+		if on+wait < 0.8*win {
+			t.Errorf("holder in one C call: window %v ms, on CPU %v ms, waiting for a CPU %v ms; want nearly all of it", win, on, wait)
+		}
 	}
 }
 

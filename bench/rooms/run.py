@@ -106,12 +106,13 @@ def arm_of(name):
 
 def server_argv(name, a):
     vb = os.path.join(a.venv, "bin")
-    ts = [a.turnstile_bin, "--venv", a.venv, "--app-dir", APPS, "--host", HOST, "--port", str(PORT),
-          "--admin-bind", "off", "--log-level", "warning"]
+    base = [a.turnstile_bin, "--venv", a.venv, "--app-dir", APPS, "--host", HOST, "--port", str(PORT),
+            "--log-level", "warning"]
+    extra = shlex.split(getattr(a, "turnstile_args", ""))  # after ours: a later flag wins
+    ts = base + ["--admin-bind", "off"] + extra
     server, _, _, workers = arm_of(name)
     if server == "turnstile":  # the defaults (pools on) and N workers; /metrics for the layer's drops
-        return ts[:-4] + ["--admin-bind", "%s:%d" % (HOST, admin_port()), "--log-level", "warning",
-                          "--workers", str(workers), TARGET]
+        return base + ["--admin-bind", "%s:%d" % (HOST, admin_port()), "--workers", str(workers)] + extra + [TARGET]
     if server == "uvicorn":
         return [os.path.join(vb, "uvicorn"), "--host", HOST, "--port", str(PORT), "--workers", str(workers),
                 "--loop", "uvloop", "--http", "httptools", "--ws", "websockets", "--app-dir", APPS,
@@ -232,6 +233,31 @@ def status(pid, field):
     return int(m.group(1)) if m else 0
 
 
+def runq_ns(pid):
+    """Nanoseconds pid's threads have spent runnable but waiting for a CPU
+    (the second field of /proc/<pid>/task/<tid>/schedstat, summed)."""
+    total = 0
+    try:
+        tids = os.listdir("/proc/%d/task" % pid)
+    except OSError:
+        return 0
+    for tid in tids:
+        f = (read("/proc/%d/task/%s/schedstat" % (pid, tid)) or "").split()
+        if len(f) >= 2:
+            total += int(f[1])
+    return total
+
+
+def core_jiffies(core):
+    """(busy, total) jiffies of one CPU, from /proc/stat."""
+    m = re.search(r"^cpu%s (.*)$" % core, read("/proc/stat") or "", re.M)
+    if not m:
+        return (0, 0)
+    v = [int(x) for x in m.group(1).split()]
+    idle = v[3] + (v[4] if len(v) > 4 else 0)
+    return (sum(v) - idle, sum(v))
+
+
 def loop_tid(pid):
     """ts-loop-0 under turnstile, else the process's main thread."""
     for tid in os.listdir("/proc/%d/task" % pid) if os.path.isdir("/proc/%d/task" % pid) else ():
@@ -244,9 +270,9 @@ class Sampler(threading.Thread):
     """Every 0.25 s: (wall, {pid: (ticks, loop ticks, VmRSS, VmHWM,
     Threads)}, ticks of the extra pids (Redis) together)."""
 
-    def __init__(self, root, extra=()):
+    def __init__(self, root, core, extra=()):
         super().__init__(daemon=True)
-        self.root, self.extra, self.samples, self.stop_ev = root, list(extra), [], threading.Event()
+        self.root, self.core, self.extra, self.samples, self.stop_ev = root, core, list(extra), [], threading.Event()
 
     def run(self):
         while not self.stop_ev.is_set():
@@ -258,9 +284,9 @@ class Sampler(threading.Thread):
                     continue
                 lt = stat_ticks("/proc/%d/task/%d/stat" % (pid, loop_tid(pid)))
                 procs[pid] = (st[1], lt[1] if lt else 0, status(pid, "VmRSS"), status(pid, "VmHWM"),
-                              status(pid, "Threads"))
+                              status(pid, "Threads"), runq_ns(pid))
             extra = sum((stat_ticks("/proc/%d/stat" % p) or (0, 0))[1] for p in self.extra)
-            self.samples.append((t, procs, extra))
+            self.samples.append((t, procs, extra, core_jiffies(self.core)))
             self.stop_ev.wait(0.25)
 
     def window(self, t0, t1):
@@ -277,7 +303,10 @@ class Sampler(threading.Thread):
         cpu = {p: (b[1][p][0] - a[1][p][0]) / CLK / dt for p in b[1] if p in a[1]}
         worker = max(cpu, key=cpu.get)
         loop = (b[1][worker][1] - a[1][worker][1]) / CLK / dt
-        return {"cpu": round(sum(cpu.values()), 3), "loop_cpu": round(loop, 3),
+        runq = sum(b[1][p][5] - a[1][p][5] for p in b[1] if p in a[1]) / 1e9 / dt
+        busy, total = b[3][0] - a[3][0], b[3][1] - a[3][1]
+        return {"cpu": round(sum(cpu.values()), 3), "loop_cpu": round(loop, 3), "runq": round(runq, 3),
+                "core_busy": round(busy / total, 3) if total else None,
                 "layer_cpu": round((b[2] - a[2]) / CLK / dt, 3) if self.extra else "",
                 "rss_kib": max(x[1].get(worker, (0, 0, 0))[2] for x in s),
                 "hwm_kib": b[1][worker][3],
@@ -289,6 +318,45 @@ class Sampler(threading.Thread):
 
 
 # ---------------------------------------------------------------- runs
+
+def port_free(port):
+    """Whether nothing listens on HOST:port (a bind with SO_REUSEADDR, as a
+    server's, succeeds past TIME_WAIT but not past another listener)."""
+    s = socket.socket()
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        s.bind((HOST, port))
+        return True
+    except OSError:
+        return False
+    finally:
+        s.close()
+
+
+def listener_pids(port):
+    """pids holding a TCP socket listening on port (/proc/net/tcp, state 0A)."""
+    inodes = set()
+    for line in (read("/proc/net/tcp") or "").splitlines()[1:]:
+        f = line.split()
+        if f[3] == "0A" and int(f[1].rsplit(":", 1)[1], 16) == port:
+            inodes.add("socket:[%s]" % f[9])
+    pids = set()
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            fds = os.listdir("/proc/%s/fd" % name)
+        except OSError:
+            continue
+        for fd in fds:
+            try:
+                if os.readlink("/proc/%s/fd/%s" % (name, fd)) in inodes:
+                    pids.add(int(name))
+                    break
+            except OSError:
+                pass
+    return pids
+
 
 def wait_ready(proc, workers=1, timeout=60):
     """True once GET / answers 200 from `workers` distinct pids (the app's
@@ -337,7 +405,7 @@ def one_run(a, name, proc, conns, block):
         # Redis is the layer's server: on the arm's cores, its CPU counted
         subprocess.run(["taskset", "-a", "-p", "-c", server_cores(a, name), str(a.redis.pid)], check=True,
                        capture_output=True)
-    samp = Sampler(proc.pid, [a.redis.pid] if layer in ("redis", "pubsub") else ())
+    samp = Sampler(proc.pid, server_cores(a, name).split(",")[-1], [a.redis.pid] if layer in ("redis", "pubsub") else ())
     samp.start()
     argv = ["taskset", "-c", a.client_core, a.ws_load, "-url", "ws://%s:%d" % (HOST, PORT), "-shape", "game",
             "-conns", str(conns), "-duration", "%gs" % a.duration, "-warmup", "%gs" % a.warmup, "-json",
@@ -413,8 +481,8 @@ def insert_latency(a):
 
 
 KEYS = ["server", "rep", "arm", "conns", "ticks_per_client_s", "p50_ms", "p95_ms", "p99_ms", "ticks", "messages", "keys",
-        "keys_lost", "saved", "errors", "holds", "cpu", "layer_cpu", "loop_cpu", "us_per_tick", "us_per_frame",
-        "rss_kib", "hwm_kib", "threads", "procs", "cpu_split", "layer_drops", "loadavg", "error"]
+        "keys_lost", "saved", "errors", "holds", "cpu", "layer_cpu", "loop_cpu", "runq", "core_busy", "us_per_tick",
+        "us_per_frame", "rss_kib", "hwm_kib", "threads", "procs", "cpu_split", "layer_drops", "loadavg", "error"]
 
 
 def main():
@@ -436,6 +504,9 @@ def main():
     p.add_argument("--cpu-iters", type=int, default=3000, help="cpu_work's rounds (--workload cpu)")
     p.add_argument("--venv", default=os.path.join(WORK, "venv-3.11"))
     p.add_argument("--turnstile-bin", default=os.environ.get("TURNSTILE_BIN") or os.path.join(ROOT, "bin", "turnstile"))
+    p.add_argument("--turnstile-args", default="",
+                   help="more turnstile flags, one shell string (diagnostics: '--admin-bind 127.0.0.1:9192 "
+                        "--slow-request-threshold 0.3s'); a later flag wins")
     p.add_argument("--pg-dir", default=os.path.join(WORK, "pg-rooms"))
     p.add_argument("--redis-dir", default=os.path.join(WORK, "redis-rooms"))
     p.add_argument("--out", default=os.path.join(BENCH, "results"))
@@ -490,6 +561,9 @@ def main():
         for rep in range(a.reps):
             for arm, conns in plan:
                 for name in servers:
+                    if not port_free(PORT):
+                        raise SystemExit("port %d is in use by another process (another bench?): "
+                                         "--port another" % PORT)
                     argv = ["taskset", "-c", server_cores(a, name)] + server_argv(name, a)
                     cmdlines[name] = " ".join("%s=%s" % kv for kv in sorted(rooms_env(a, name).items())) + \
                         " " + shlex.join(argv)
@@ -500,6 +574,13 @@ def main():
                         if not wait_ready(proc, arm_of(name)[3]):
                             print("%s: did not start (log in bench/work)" % name, file=sys.stderr)
                             continue
+                        # The answer must come from this server: a server of another run on the port
+                        # (its own bench, another session's) answers wait_ready just as well, and
+                        # ws-load then measures it (seen: 64 foreign clients on ours, ours on theirs).
+                        mine = set(tree(proc.pid)) & listener_pids(PORT)
+                        if not mine or listener_pids(PORT) - set(tree(proc.pid)):
+                            raise SystemExit("%s: port %d is not (only) this server's: listeners %s, ours %s"
+                                             % (name, PORT, sorted(listener_pids(PORT)), sorted(tree(proc.pid))))
                         r = one_run(a, name, proc, conns, arm == "blocker")
                         r.update(server=name, rep=rep, arm=arm, conns=conns,
                                  loadavg=open("/proc/loadavg").read().split()[0])
@@ -571,19 +652,21 @@ def versions(a):
 def summarize(rows, servers, plan):
     out = ["Medians over reps. ticks = tick frames per client per second (nominal %g); key = press -> ack ms; "
            "CPU in cores (server tree; Redis = redis-server's, the redis and pubsub arms; loop = the busiest "
-           "process's loop thread); us/tick = CPU seconds of server tree + Redis over the window / tick frames "
+           "process's loop thread); runq = the server's threads runnable but waiting for a CPU, in threads (0 to 1 "
+           "on a quiet core; several: the machine held the server off its core); core = the server's (last) core's "
+           "busy share, every process's; us/tick = CPU seconds of server tree + Redis over the window / tick frames "
            "delivered in it, us/frame the same over tick frames + acks; RSS/HWM of the busiest process, MiB; "
            "threads = its max. holds = reps where ticks >= %.2f and key p95 < 100 ms.\n"
            % (NOMINAL_TICKS, 0.95 * NOMINAL_TICKS),
-           "| arm | clients | server | ticks/c/s | key p50 | key p95 | key p99 | CPU | Redis CPU | loop CPU | us/tick "
-           "| us/frame | RSS MiB | HWM MiB | threads | holds |",
-           "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+           "| arm | clients | server | ticks/c/s | key p50 | key p95 | key p99 | CPU | Redis CPU | loop CPU | runq | core "
+           "| us/tick | us/frame | RSS MiB | HWM MiB | threads | holds |",
+           "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     held = {}
     for arm, conns in plan:
         for name in servers:
             rs = [r for r in rows if r["server"] == name and r["arm"] == arm and r["conns"] == conns and not r.get("error")]
             if not rs:
-                out.append("| %s | %d | %s | failed ||||||||||||" % (arm, conns, name))
+                out.append("| %s | %d | %s | failed ||||||||||||||" % (arm, conns, name))
                 continue
 
             def med(k, scale=1.0):
@@ -597,10 +680,10 @@ def summarize(rows, servers, plan):
             holds = sum(r["holds"] in (True, "True") for r in rs)
             if arm == "full" and 2 * holds > len(rs):
                 held[name] = max(held.get(name, 0), conns)
-            out.append("| %s | %d | %s | %.2f | %s | %s | %s | %.2f | %s | %.2f | %.0f | %.0f | %.0f | %.0f | %.0f | %d/%d |" % (
+            out.append("| %s | %d | %s | %.2f | %s | %s | %s | %.2f | %s | %.2f | %.2f | %.2f | %.0f | %.0f | %.0f | %.0f | %.0f | %d/%d |" % (
                 arm, conns, name, med("ticks_per_client_s"), key("p50_ms"), key("p95_ms"), key("p99_ms"), med("cpu"),
                 "%.2f" % med("layer_cpu") if any(r.get("layer_cpu") not in (None, "") for r in rs) else "",
-                med("loop_cpu"), med("us_per_tick"), med("us_per_frame"), med("rss_kib", 1 / 1024),
+                med("loop_cpu"), med("runq"), med("core_busy"), med("us_per_tick"), med("us_per_frame"), med("rss_kib", 1 / 1024),
                 med("hwm_kib", 1 / 1024), med("threads"), holds, len(rs)))
     out.append("\nClients held (the most clients of the full arm held in most reps): " +
                ", ".join("%s %s" % (n, held.get(n, "none")) for n in servers) + "\n")

@@ -139,6 +139,19 @@ type Stall struct {
 	// top -H, py-spy) and its stack seen most.
 	GILHolderThread int      `json:"gil_holder_thread,omitempty"`
 	GILHolderStack  []string `json:"gil_holder_stack,omitempty"`
+	// LoopCPU is the loop thread's use of the CPU from the first probe
+	// the stall held up (pushed within ProbeEvery of its start) to its
+	// end or this report; GILHolderCPU the same for GILHolderThread from the sample
+	// that found it holding the GIL after another thread. A CPU wait near the window says the
+	// machine held the thread off the CPU (other processes on its cores);
+	// on-CPU time near it, the thread ran (the app's code, the GIL's
+	// holder computing); neither, it slept (a blocking call, a lock, the
+	// GIL). The kernel credits a CPU wait when the thread gets the CPU,
+	// so a wait under way when the window opened counts whole: the wait
+	// may exceed the window by up to that much. Missing where the kernel
+	// has no schedstat.
+	LoopCPU      *cpuShare `json:"loop_cpu,omitempty"`
+	GILHolderCPU *cpuShare `json:"gil_holder_cpu,omitempty"`
 }
 
 // Watchdog watches the event loops (an ASGI app's) and the pools (a WSGI
@@ -184,6 +197,7 @@ type loopWatch struct {
 	stalled atomic.Bool
 
 	// The run goroutine's only.
+	tid        int // the loop thread's OS id, once its heartbeat has a TState
 	lastProbes uint64
 	// seenEnd is the heartbeat (python.Now ns) that ended the last stall
 	// the watchdog saw: a probe pushed before it waited in that stall, and
@@ -195,6 +209,31 @@ type loopWatch struct {
 	// oldest one still queued.
 	pushed   uint64
 	pushedAt [256]int64
+	// The loop thread's CPU figures at each push (by push number, as
+	// pushedAt): a stall's figures start from the oldest probe it holds up,
+	// within ProbeEvery of its start, not from when the watchdog saw it
+	// (which may be late: the watchdog shares the process's CPU).
+	pushedCPU [256]cpuTimes
+	sched     schedFile // the loop thread's schedstat
+}
+
+// oldestQueued returns the pushedAt (and pushedCPU) index of the oldest
+// probe the loop has not drained (drained: Heartbeat.Probes), and false
+// when it drained them all. Past the ring's size the oldest kept counts
+// (a loop blocked that long is stalled either way). Before that, the
+// first len(pushedAt) probes: pushed - len would wrap around (unsigned)
+// and name the slot of the next push, never written, as if a probe had
+// waited since the clock's zero; so every quiet heartbeat in a worker's
+// first seconds passed for a stall, whether or not Go had pushed a probe.
+func (lw *loopWatch) oldestQueued(drained uint64) (int, bool) {
+	if lw.pushed <= drained {
+		return 0, false
+	}
+	oldest, n := drained, uint64(len(lw.pushedAt))
+	if lw.pushed > n {
+		oldest = max(oldest, lw.pushed-n)
+	}
+	return int(oldest % n), true
 }
 
 type stallState struct {
@@ -215,6 +254,10 @@ type stallState struct {
 	holderStacks  map[string]int
 	holderFrames  map[string][]python.Frame
 	holderThread  int // native thread id, the latest seen
+
+	loopCPU    cpuTimes // the loop thread's, when the stall was seen
+	holderCPU  cpuTimes // holderThread's, when a sample found it holding the GIL after another thread (or first)
+	holderLast cpuTimes // holderThread's at the latest sample (a holder may exit before the stall's end)
 }
 
 // Collectors returns the loops' metrics for registration, four per loop
@@ -390,13 +433,21 @@ func (w *Watchdog) watchLoop(lw *loopWatch, now time.Time) time.Duration {
 	if now.Sub(lw.lastProbe) >= w.probeEvery {
 		lw.lastProbe = now
 		at := python.Now()
+		var cpu cpuTimes
+		if w.StallThreshold > 0 && lw.tid > 0 {
+			cpu = lw.sched.read(lw.tid)
+		}
 		if lw.loop.PushProbe() {
 			lw.pushedAt[lw.pushed%uint64(len(lw.pushedAt))] = at
+			lw.pushedCPU[lw.pushed%uint64(len(lw.pushedCPU))] = cpu
 			lw.pushed++
 		}
 	}
 	wait = min(wait, w.probeEvery-now.Sub(lw.lastProbe))
 	h := lw.loop.ReadHeartbeat()
+	if lw.tid == 0 && h.TState != nil {
+		lw.tid = python.NativeThreadID(h.TState)
+	}
 	wasStalled := w.stalledLoop(lw) > 0
 	if h.Probes != lw.lastProbes || h.Lag > 0 {
 		// One observation per read: the longest lag of the probes
@@ -410,11 +461,12 @@ func (w *Watchdog) watchLoop(lw *loopWatch, now time.Time) time.Duration {
 		// heartbeat (Go itself may have been held off the CPU and pushed
 		// nothing meanwhile).
 		var pending time.Duration
-		if lw.pushed > h.Probes {
-			oldest := max(h.Probes, lw.pushed-uint64(len(lw.pushedAt)))
-			pending = time.Duration(python.Now() - lw.pushedAt[oldest%uint64(len(lw.pushedAt))])
+		var from cpuTimes // the loop thread's figures when the oldest pending probe was pushed
+		if i, ok := lw.oldestQueued(h.Probes); ok {
+			pending = time.Duration(python.Now() - lw.pushedAt[i])
+			from = lw.pushedCPU[i]
 		}
-		w.checkLoop(lw, h, pending)
+		w.checkLoop(lw, h, pending, from)
 		if !wasStalled && w.stalledLoop(lw) == 0 && time.Duration(h.Lag) >= w.StallThreshold && h.Beat-h.Lag >= lw.seenEnd {
 			w.unseen(lw, time.Duration(h.Lag))
 		}
@@ -455,8 +507,9 @@ func (w *Watchdog) keepLocked(lw *loopWatch, st Stall, dur time.Duration) {
 }
 
 // checkLoop begins, samples, reports and ends lw's stall from heartbeat h
-// and the wait of its oldest probe still queued (pending).
-func (w *Watchdog) checkLoop(lw *loopWatch, h Heartbeat, pending time.Duration) {
+// and the wait of its oldest probe still queued (pending; from: the loop
+// thread's CPU figures when that probe was pushed).
+func (w *Watchdog) checkLoop(lw *loopWatch, h Heartbeat, pending time.Duration, from cpuTimes) {
 	now := python.Now()
 	// Time before the watchdog started (lifespan startup, which may block
 	// the loop while it runs) is not a stall it saw: count from its start.
@@ -472,6 +525,10 @@ func (w *Watchdog) checkLoop(lw *loopWatch, h Heartbeat, pending time.Duration) 
 			loop: lw.loop, tstate: h.TState, lastBeat: h.Beat, start: time.Now().Add(-age),
 			stacks: map[string]int{}, frames: map[string][]python.Frame{}, nextReport: ProgressAfter,
 			holderStacks: map[string]int{}, holderFrames: map[string][]python.Frame{},
+		}
+		cur.loopCPU = from
+		if !from.ok && h.TState != nil {
+			cur.loopCPU = readSchedstat(python.NativeThreadID(h.TState))
 		}
 		w.mu.Lock()
 		lw.current = cur
@@ -501,13 +558,19 @@ func (w *Watchdog) checkLoop(lw *loopWatch, h Heartbeat, pending time.Duration) 
 		if hold := gilHolder(h.TState); hold != nil && hold != h.TState {
 			if hf := python.SampleStack(hold); len(hf) > 0 {
 				key := stackKey(hf)
+				tid := python.NativeThreadID(hold)
+				seen := readSchedstat(tid)
 				w.mu.Lock()
 				cur.holderSamples++
 				cur.holderStacks[key]++
 				if _, ok := cur.holderFrames[key]; !ok {
 					cur.holderFrames[key] = hf
 				}
-				cur.holderThread = python.NativeThreadID(hold)
+				if tid != cur.holderThread {
+					cur.holderThread = tid
+					cur.holderCPU = seen
+				}
+				cur.holderLast = seen
 				w.mu.Unlock()
 			}
 		}
@@ -580,6 +643,18 @@ func (w *Watchdog) summary(cur *stallState, dur time.Duration, ongoing bool) Sta
 		}
 		st.GILHolderThread = cur.holderThread
 		st.GILHolderStack = w.describe(cur.holderFrames[best])
+		end := readSchedstat(cur.holderThread)
+		if !end.ok {
+			end = cur.holderLast
+		}
+		if sh, ok := end.since(cur.holderCPU); ok {
+			st.GILHolderCPU = &sh
+		}
+	}
+	if cur.tstate != nil {
+		if sh, ok := readSchedstat(python.NativeThreadID(cur.tstate)).since(cur.loopCPU); ok {
+			st.LoopCPU = &sh
+		}
 	}
 	return st
 }
@@ -599,9 +674,16 @@ func (w *Watchdog) logStall(msg string, st Stall) {
 	}
 	args := []any{"loop", st.Loop, "connections", st.Connections, "duration_ms", st.DurationMS, "samples", st.Samples,
 		"requests", strings.Join(reqs, "; "), "stack", strings.Join(st.Stack, "\n")}
+	if c := st.LoopCPU; c != nil {
+		args = append(args, "cpu_window_ms", c.WindowMS, "loop_on_cpu_ms", c.OnCPUMS, "loop_cpu_wait_ms", c.CPUWaitMS)
+	}
 	if st.GILHolderThread != 0 {
 		args = append(args, "waiting_for_gil", true, "gil_holder_thread", st.GILHolderThread,
 			"gil_holder_stack", strings.Join(st.GILHolderStack, "\n"))
+		if c := st.GILHolderCPU; c != nil {
+			args = append(args, "gil_holder_window_ms", c.WindowMS, "gil_holder_on_cpu_ms", c.OnCPUMS,
+				"gil_holder_cpu_wait_ms", c.CPUWaitMS)
+		}
 	}
 	w.Log.Warn(msg, args...)
 }

@@ -308,3 +308,30 @@ func TestSlowRequest_RunningNotQueued(t *testing.T) {
 		t.Errorf("GET /slow logged %d times within a second of 900 ms; want once (again at each doubling)", n)
 	}
 }
+
+// oldestQueued names the oldest probe not drained: within the first
+// ring's worth of probes too (pushed - len(ring) must not wrap around),
+// and the oldest kept once the ring has turned.
+func TestOldestQueued(t *testing.T) {
+	var lw loopWatch
+	n := uint64(len(lw.pushedAt))
+	rows := []struct {
+		pushed, drained uint64
+		want            int
+		ok              bool
+	}{
+		{0, 0, 0, false},
+		{3, 3, 0, false},
+		{3, 1, 1, true},
+		{5, 0, 0, true},
+		{n + 10, n + 2, 2, true},
+		{n + 10, 3, 10, true}, // more than a ring behind: the oldest kept
+	}
+	for _, r := range rows {
+		lw.pushed = r.pushed
+		got, ok := lw.oldestQueued(r.drained)
+		if got != r.want || ok != r.ok {
+			t.Errorf("pushed %d, drained %d: %d, %v; want %d, %v", r.pushed, r.drained, got, ok, r.want, r.ok)
+		}
+	}
+}
