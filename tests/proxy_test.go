@@ -377,3 +377,44 @@ func TestProxy_ProtocolTLS(t *testing.T) {
 		expect(t, "TLS after PROXY, "+proto, got, map[string]any{"REMOTE_ADDR": "198.51.100.7", "REMOTE_PORT": "4711", "wsgi.url_scheme": "https"})
 	}
 }
+
+// TestProxy_HeaderWithoutFlag: a host started without --proxy-protocol
+// behind a balancer that sends PROXY headers (issue 23's review). The
+// balancer's checks go to the admin listener and pass, so the host stays
+// in and every request sent to it failed with a 400 that named no cause
+// ("bare LF in request head" for v2, "malformed request line" for v1)
+// and no log line. Now: a 400 that says what arrived, and one warning
+// naming the flag.
+func TestProxy_HeaderWithoutFlag(t *testing.T) {
+	s := Start(t, "proxy_echo:wsgi_app")
+	v2 := "\r\n\r\n\x00\r\nQUIT\n\x21\x11\x00\x0c\xc6\x33\x64\x07\x7f\x00\x00\x01\x12\x67\x1f\x40"
+	for _, raw := range []string{
+		v2 + "GET / HTTP/1.1\r\nHost: x\r\n\r\n",
+		"PROXY TCP4 198.51.100.7 127.0.0.1 4711 8000\r\nGET / HTTP/1.1\r\nHost: x\r\n\r\n",
+	} {
+		out, _ := Raw(t, s.Addr, raw, 10*time.Second)
+		if !strings.HasPrefix(out, "HTTP/1.1 400 ") || !strings.Contains(out, "PROXY protocol header") {
+			t.Errorf("%q: got %q, want a 400 naming the PROXY protocol header", raw[:12], out)
+		}
+	}
+	if n := strings.Count(s.Logs(), "--proxy-protocol is off"); n != 1 {
+		t.Errorf("%d warnings naming --proxy-protocol, want 1 (at most one a second):\n%s", n, s.Logs())
+	}
+	// A request line that only starts like one is the app's.
+	out, _ := Raw(t, s.Addr, "PROXYFIND / HTTP/1.1\r\nHost: x\r\n\r\n", 10*time.Second)
+	if strings.Contains(out, "PROXY protocol header") {
+		t.Errorf("PROXYFIND taken for a PROXY header: %q", out)
+	}
+	// Over TLS (HAProxy in mode tcp): the header is what the handshake reads.
+	pki := newPKI(t)
+	s = Start(t, append(pki.TLSArgs(), "proxy_echo:wsgi_app")...)
+	for _, raw := range []string{v2, "PROXY TCP4 198.51.100.7 127.0.0.1 4711 8443\r\n"} {
+		out, _ := Raw(t, s.Addr, raw+"\x16\x03\x01\x00\x05hello", 10*time.Second)
+		if !strings.HasPrefix(out, "HTTP/1.0 400 ") || !strings.Contains(out, "PROXY protocol header") {
+			t.Errorf("TLS, %q: got %q, want a 400 naming the PROXY protocol header", raw[:12], out)
+		}
+	}
+	if !strings.Contains(s.Logs(), "--proxy-protocol is off") {
+		t.Errorf("TLS: no warning naming --proxy-protocol:\n%s", s.Logs())
+	}
+}

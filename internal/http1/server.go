@@ -171,6 +171,14 @@ type Server struct {
 	// bounded by Shutdown's context deadline. Zero or negative: idle
 	// connections are closed at once (new ones still get newConnGrace).
 	KeepAliveDrain time.Duration
+	// ProxyHeaderHint is what to do when a connection starts with a PROXY
+	// protocol header, which this server does not read (proxyhint.go):
+	// such a connection is answered 400 "PROXY protocol header, ..."
+	// instead of the parse error the header causes (over TLS: instead of
+	// a failed handshake) and logged at warning level with the hint and
+	// the peer, at most once per 10 s with the count since. Empty: it is
+	// refused as any malformed head, at debug level.
+	ProxyHeaderHint string
 
 	mu        sync.Mutex
 	listeners map[net.Listener]struct{} // guarded by mu
@@ -187,6 +195,9 @@ type Server struct {
 	// was logged (unix ns): one record per plainTLSEvery, so that a
 	// scanner cannot flood the log (serve).
 	plainTLS, plainTLSLogged atomic.Int64
+	// proxyHint, proxyHintLogged: the same for PROXY protocol headers
+	// refused (logProxyHeader).
+	proxyHint, proxyHintLogged atomic.Int64
 
 	onShutdown   []func() // guarded by mu; RegisterOnShutdown (hijack.go)
 	h2registered bool     // guarded by mu: HTTP2.Shutdown is in onShutdown
@@ -781,6 +792,11 @@ func (c *conn) serve() {
 		tc.SetDeadline(deadline)
 		if err := tc.HandshakeContext(context.Background()); err != nil {
 			var re tls.RecordHeaderError
+			if errors.As(err, &re) && re.Conn != nil && c.srv.ProxyHeaderHint != "" && isProxyRecord(re.RecordHeader) {
+				c.srv.logProxyHeader(c.req.RemoteAddr)
+				io.WriteString(re.Conn, "HTTP/1.0 400 Bad Request\r\n\r\n"+errProxyHeader.msg+"\n")
+				return
+			}
 			if errors.As(err, &re) && re.Conn != nil && looksLikeHTTP(re.RecordHeader) {
 				// Plain HTTP on the TLS port: say so, as net/http does;
 				// logged once per plainTLSEvery with how many came since.
@@ -861,11 +877,11 @@ func (c *conn) serve() {
 			if perr == errConnGone {
 				return
 			}
-			c.reject(perr)
+			c.rejectHead(perr, first)
 			return
 		}
 		if perr := parseHead(c.head, &c.req); perr != nil {
-			c.reject(perr)
+			c.rejectHead(perr, first)
 			return
 		}
 		c.req.Scheme, c.req.TLS = c.scheme, c.tlsState
@@ -1072,6 +1088,17 @@ func (c *conn) readLine(max int, tooLong *protoError) *protoError {
 func isTimeout(err error) bool {
 	var ne net.Error
 	return errors.Is(err, os.ErrDeadlineExceeded) || errors.As(err, &ne) && ne.Timeout()
+}
+
+// rejectHead rejects a request head that did not read or parse; on a
+// connection's first, a PROXY protocol header gets errProxyHeader and a
+// warning when ProxyHeaderHint is set (proxyhint.go).
+func (c *conn) rejectHead(perr *protoError, first bool) {
+	if first && c.srv.ProxyHeaderHint != "" && isProxyHeader(c.head) {
+		c.srv.logProxyHeader(c.req.RemoteAddr)
+		perr = errProxyHeader
+	}
+	c.reject(perr)
 }
 
 // reject answers a refused request with exactly one response and closes.

@@ -22,6 +22,12 @@ func proxyListener(ln net.Listener, cfg *config.Config, log *slog.Logger) net.Li
 	return &proxy.Listener{Listener: ln, Trusted: cfg.TrustedProxies, HeaderTimeout: cfg.TimeoutRequestHeader, Logger: log}
 }
 
+// proxyHeaderHint is http1.Server.ProxyHeaderHint without --proxy-protocol:
+// a load balancer sends PROXY headers (HAProxy send-proxy, send-proxy-v2)
+// to a host started without the flag, and its checks, which go to the
+// admin listener, pass.
+const proxyHeaderHint = "--proxy-protocol is off: start with --proxy-protocol (and the balancer's address in --forwarded-allow-ips), or have the balancer send no PROXY header"
+
 // proxyHeaders wraps h in the forwarding-header handler when
 // --proxy-headers is on: outermost, so that the tracker, the access log,
 // static files and the app all see the client the trusted proxy named.

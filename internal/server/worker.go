@@ -173,6 +173,9 @@ func Run(cfg *config.Config, log *slog.Logger) int {
 		NoDateHeader:        !cfg.DateHeader,
 		Logger:              log,
 	}
+	if !cfg.ProxyProtocol {
+		srv.ProxyHeaderHint = proxyHeaderHint
+	}
 	if cfg.ServerHeader {
 		srv.ServerHeader = "turnstile"
 	}
