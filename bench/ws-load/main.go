@@ -17,7 +17,11 @@
 //	       messages/s and the server's send → receive latency.
 //	bcast  as ticks at /bcast: one task of the server sends the message
 //	       to every client in turn every -interval.
-//	idle   connect -conns N clients and measure only memory.
+//	idle   connect -conns N clients and measure only memory. With
+//	       -hold D, once every client is connected "connected <unix ns>"
+//	       goes to stderr and the clients stay connected (and silent) D
+//	       more before they close: bench/cluster/parts.py reads the
+//	       balancer's CPU, memory and descriptors while they are held.
 //	game   -conns N clients in rooms of -room (4) at -path<k>/ (the
 //	       Channels app bench/apps/rooms_site.py); each presses a key every
 //	       -interval ("k <unix ns> <dir>", first one at a random offset)
@@ -87,6 +91,7 @@ func main() {
 	compress := flag.Bool("deflate", false, "offer permessage-deflate")
 	asJSON := flag.Bool("json", false, "print JSON instead of a benchstat line")
 	name := flag.String("name", "server", "label in the benchstat line")
+	hold := flag.Duration("hold", 0, "idle: once all are connected, print \"connected <unix ns>\" to stderr and keep them this long")
 	flag.Parse()
 	push := *shape == "ticks" || *shape == "bcast"
 	if push {
@@ -141,6 +146,9 @@ func main() {
 		fmt.Fprintln(os.Stderr, "ws-load: dial:", err)
 		os.Exit(1)
 	}
+	if *shape == "idle" && *hold > 0 {
+		fmt.Fprintf(os.Stderr, "connected %d\n", time.Now().UnixNano())
+	}
 	if *pid > 0 {
 		time.Sleep(500 * time.Millisecond) // let the server settle
 		res.RSSConnKiB = treeRSS(*pid)
@@ -164,6 +172,7 @@ func main() {
 			res.TicksPerCS = float64(g.ticks) / float64(n) / duration.Seconds()
 		}
 	case "idle":
+		time.Sleep(*hold)
 	default:
 		fmt.Fprintln(os.Stderr, "ws-load: unknown -shape", *shape)
 		os.Exit(2)
