@@ -403,7 +403,7 @@ def subscriber(port, n):
     """--subscriber: n connections SUBSCRIBEd to CHANNEL; prints "ready"
     once every confirmation came, then reads and discards. A line on stdin
     names the bytes to expect: once that many were read (or 20 s after the
-    line, or at EOF) prints {"bytes": read after "ready"} and returns."""
+    line) prints {"bytes": read after "ready"}, and leaves at stdin's EOF."""
     sel = selectors.DefaultSelector()
     socks = []
     confirm = len("*3\r\n$9\r\nsubscribe\r\n$%d\r\n%s\r\n:1\r\n" % (len(CHANNEL), CHANNEL))
@@ -432,6 +432,7 @@ def subscriber(port, n):
             except BlockingIOError:
                 pass
     print(json.dumps({"bytes": total}), flush=True)
+    sys.stdin.read()  # subscribed until the driver has asked PUBSUB NUMSUB
 
 
 def redis_cli(port, *args):
