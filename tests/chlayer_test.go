@@ -368,3 +368,22 @@ func TestChannelLayer_AcrossWorkers(t *testing.T) {
 		t.Errorf("turnstile_layer_relay_frames_total = %v: the group sends did not go through the master", n)
 	}
 }
+
+// A bad --channel-layer-memory or --channel-layer-max-message exits 2 with
+// one line naming it: a bad --channel-layer-memory does not also blame the
+// default --channel-layer-max-message for exceeding it.
+func TestChLayer_BadFlags(t *testing.T) {
+	for _, args := range [][]string{
+		{"--channel-layer-memory", "0"}, {"--channel-layer-memory", "-1"}, {"--channel-layer-memory", "x"},
+		{"--channel-layer-max-message", "0"}, {"--channel-layer-max-message", "x"},
+		{"--channel-layer-memory", "1", "--channel-layer-max-message", "2097152"},
+	} {
+		cmd := Command(t, append(args, "conformance:app")...)
+		out, _ := cmd.CombinedOutput()
+		lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+		want := args[len(args)-2]
+		if cmd.ProcessState.ExitCode() != 2 || len(lines) != 1 || !strings.Contains(lines[0], want) {
+			t.Errorf("%v: exit %d, output %q; want exit 2 and one line naming %s", args, cmd.ProcessState.ExitCode(), out, want)
+		}
+	}
+}

@@ -539,7 +539,9 @@ func (c *Config) Validate() error {
 	if c.ChannelLayerMemoryBytes < 1<<20 {
 		bad("--channel-layer-memory %d: want MiB, at least 1", c.ChannelLayerMemoryBytes>>20)
 	}
-	if c.ChannelLayerMaxMessage < 1 || c.ChannelLayerMaxMessage > c.ChannelLayerMemoryBytes {
+	// Bounded by --channel-layer-memory only when that is valid itself: a
+	// bad --channel-layer-memory is one error, not two.
+	if c.ChannelLayerMaxMessage < 1 || (c.ChannelLayerMemoryBytes >= 1<<20 && c.ChannelLayerMaxMessage > c.ChannelLayerMemoryBytes) {
 		bad("--channel-layer-max-message %d: want bytes, at least 1 and at most --channel-layer-memory", c.ChannelLayerMaxMessage)
 	}
 	if c.WSMaxSizeBytes < 1 {
