@@ -102,7 +102,7 @@ type Config struct {
 	// SessionThreads is the number of Python threads running the
 	// thread-sensitive sync calls of ASGI WebSocket sessions, each session
 	// pinned to one (docs/design.md, "Sync work of async apps"). Default
-	// 4; 0: off (asgiref's one thread for every session).
+	// 4; 0: off (asgiref's one thread, shared by every session).
 	SessionThreads int `json:"session_threads,omitempty"`
 	// QueueSize bounds the requests waiting for a Python thread; a
 	// request arriving at a full queue is answered 503 with Retry-After.
