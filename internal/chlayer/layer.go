@@ -402,8 +402,11 @@ func (s *Store) Send(h int, name string, data []byte) error {
 }
 
 // GroupSend queues data on every live member of group: members at
-// capacity skip it (full counts them, as channels_redis logs them); the
-// host-wide limit stops the fan-out with ErrMemory.
+// capacity skip it (full counts them, as channels_redis logs them); past
+// the host-wide limit a member that would queue it skips it too (each
+// counted in Rejected), the others (a receive waiting) still get it, and
+// the error is ErrMemory: members is then how many got it. Under the
+// relay the fan-out happens later, in each worker: err is nil.
 func (s *Store) GroupSend(h int, group string, data []byte) (members, full int, err error) {
 	s.mu.Lock()
 	c, err := s.sendableLocked(h, data)
@@ -457,9 +460,11 @@ func (s *Store) fanOut(sp *space, c *Config, group string, data []byte, now int6
 			s.st.DroppedFull++
 			continue
 		}
-		err = e // the memory limit: stop the fan-out
+		// The memory limit: this member goes without, but the fan-out goes
+		// on, so that a later member whose receive is waiting (which takes
+		// no queue memory) still gets it, whatever its name's place.
+		err = e
 		s.st.Rejected++
-		break
 	}
 	return members, full, err
 }

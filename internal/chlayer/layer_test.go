@@ -123,3 +123,33 @@ func TestGlobPattern(t *testing.T) {
 		}
 	}
 }
+
+// Past the memory limit a group send skips the members that would queue
+// it, counts each in Rejected, and still reaches a later member (by name)
+// whose receive is waiting.
+func TestGroupSendAtMemoryLimit(t *testing.T) {
+	s := New()
+	h := s.Open(Config{Prefix: "gm", Capacity: 10, Expiry: time.Minute, GroupExpiry: time.Minute})
+	ep, _, err := s.NewEndpoint()
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.SetLimits(10, 8)
+	_ = s.Send(h, "fill", make([]byte, 8))
+	for _, m := range []string{"a", "b", "z"} {
+		_ = s.GroupAdd(h, "g", m)
+	}
+	if _, ok, _ := s.Receive(h, ep, "z"); ok {
+		t.Fatal("z had a message")
+	}
+	members, full, err := s.GroupSend(h, "g", []byte("msg"))
+	if !errors.Is(err, ErrMemory) || members != 1 || full != 0 {
+		t.Fatalf("members %d full %d err %v; want 1, 0, ErrMemory", members, full, err)
+	}
+	if d := s.Take(ep); len(d) != 1 || d[0].Channel != "z" {
+		t.Fatalf("deliveries %+v; want one to z", d)
+	}
+	if st := s.Stats(); st.Rejected != 2 {
+		t.Fatalf("Rejected %d, want 2 (a and b)", st.Rejected)
+	}
+}

@@ -30,7 +30,9 @@ Errors are the ones Channels' other layers raise: ``TypeError`` for a bad
 channel or group name or a message that is not a dict, ``ChannelFull`` at a
 channel's capacity, ``LayerMemoryFull`` (a ``ChannelFull``) at the
 worker's limit of queued bytes, ``ValueError`` for a message over the size
-limit; nothing is stored then.
+limit; nothing is stored then, but for a ``group_send`` at the worker's
+limit, which still reaches the members with a receive waiting (see its
+doc).
 
 turnstile's own addition: ``group_send_frames(group, text=|bytes=)`` (and
 ``send_frames``, its sync form) writes one WebSocket message to the socket
@@ -75,7 +77,8 @@ _FULL, _MEMORY, _TOO_LARGE, _HANDLE, _WAIT = 1, 2, 3, 4, 5
 
 class LayerMemoryFull(ChannelFull):
     """The worker's limit of queued message bytes is reached (every layer
-    and channel together): nothing was stored."""
+    and channel together): nothing was stored (send), or the message
+    reached only the members with a receive waiting (group_send)."""
 
 
 def _pack(message):
@@ -265,7 +268,14 @@ class ChannelLayer(BaseChannelLayer):
 
     async def group_send(self, group, message):
         """Queue message on every member of group; members at capacity are
-        skipped (and counted in one INFO record, as channels_redis logs)."""
+        skipped (and counted in one INFO record, as channels_redis logs).
+        Past --channel-layer-memory, members that would have to queue it
+        go without, those with a receive waiting still get it, and
+        LayerMemoryFull is raised with how many got it: unlike send, not
+        "nothing stored", so a retry reaches those again. Under --workers
+        2 or more the fan-out happens in each worker after the call
+        returns: nothing is raised, the members that went without are
+        counted in turnstile_layer_messages_dropped_total{reason="rejected"}."""
         if not isinstance(message, dict):
             raise TypeError("message must be a dict, not %s" % type(message).__name__)
         self.require_valid_group_name(group)
@@ -273,6 +283,12 @@ class ChannelLayer(BaseChannelLayer):
         rc, members, full = _L.group_send(self._h, group, data)
         if full:
             logger.info("%s of %s channels over capacity in group %s", full, members + full, group)
+        if rc == _MEMORY:
+            raise LayerMemoryFull(
+                "turnstile channel layer: the worker's limit of queued message bytes is reached; "
+                "the message for group %r reached %d member(s) (a receive waiting, or room left) "
+                "and was not stored for the others" % (group, members)
+            )
         if rc:
             self._raise(rc, group, len(data))
 

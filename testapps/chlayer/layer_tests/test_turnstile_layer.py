@@ -64,6 +64,27 @@ async def test_memory_limit(layer):
     assert (await big.receive("m0"))["type"] == "t"
 
 
+async def test_group_send_at_memory_limit(layer):
+    # The worker's 1 MiB full: a group_send still reaches a member whose
+    # receive is waiting, though it sorts after one that would have to
+    # queue it, and raises LayerMemoryFull saying how many it reached.
+    big = ChannelLayer(prefix="own-gmem", capacity=100)
+    blob = b"x" * 60000
+    try:
+        with pytest.raises(LayerMemoryFull):
+            for i in range(100):
+                await big.send("m%d" % i, {"type": "t", "blob": blob})
+        await big.group_add("g", "a-queues")
+        await big.group_add("g", "z-waits")
+        waiter = asyncio.ensure_future(big.receive("z-waits"))
+        await asyncio.sleep(0.05)
+        with pytest.raises(LayerMemoryFull, match="reached 1 member"):
+            await big.group_send("g", {"type": "g", "blob": blob})
+        assert (await asyncio.wait_for(waiter, 5))["type"] == "g"
+    finally:
+        await big.flush()
+
+
 async def test_cancelled_receive_consumes_nothing(layer):
     ch = await layer.new_channel()
     for i in range(50):
