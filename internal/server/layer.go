@@ -45,7 +45,7 @@ func layerCollectors() []prometheus.Collector {
 	}
 	dropped := func(reason string, f func(chlayer.Stats) uint64) prometheus.Collector {
 		return prometheus.NewCounterFunc(prometheus.CounterOpts{
-			Name: "turnstile_layer_messages_dropped_total", Help: "Channel layer messages not delivered: full (a group_send member at capacity), expired (queued past expiry, or undrained on a closed loop), rejected (a send refused: ChannelFull, the memory or size limit), relay (a frame to or from the master dropped at the link's bound, or for a prefix no layer of this worker opened).",
+			Name: "turnstile_layer_messages_dropped_total", Help: "Channel layer messages not delivered: full (a group_send member at capacity), expired (queued past expiry, or undrained on a closed loop), rejected (a send refused: ChannelFull, the memory or size limit; a group_send member without room at the memory limit), relay (a frame to or from the master dropped at the link's bound, or for a prefix no layer of this worker opened).",
 			ConstLabels: prometheus.Labels{"reason": reason},
 		}, func() float64 { return float64(f(st())) })
 	}
