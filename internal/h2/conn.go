@@ -424,9 +424,10 @@ func (c *conn) maybeCloseLocked() {
 // their responses (woken together by their loop's dispatcher), and one
 // write(2) (on TLS one record) then carries them all, where a flush per
 // stream end cost 13–15 % of the worker's CPU. The first writer with bytes
-// to send owes the flush: it yields (runtime.Gosched: to the back of the
-// run queue, no timer) and flushes when it runs again; writers meanwhile
-// see the flush owed and leave their frames to it. An idle connection's
+// to send owes the flush: it yields (runtime.Gosched: to the global run
+// queue, which a P takes from when its own queue is empty and at least
+// every 61st turn; no timer) and flushes when it runs again; writers
+// meanwhile see the flush owed and leave their frames to it. An idle connection's
 // lone response waits for no one: with nothing else ready to run the
 // yield returns at once. It returns the connection's write error, if any.
 // Called without c.mu.
