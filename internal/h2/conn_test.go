@@ -14,6 +14,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -868,4 +869,113 @@ func TestConcurrentEcho(t *testing.T) {
 		}
 	}
 	wg.Wait()
+}
+
+// countingListener counts the Write calls on the connections it accepts.
+type countingListener struct {
+	net.Listener
+	writes *atomic.Int64
+}
+
+func (l countingListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err != nil {
+		return nil, err
+	}
+	return countingConn{c, l.writes}, nil
+}
+
+type countingConn struct {
+	net.Conn
+	writes *atomic.Int64
+}
+
+func (c countingConn) Write(p []byte) (int, error) {
+	c.writes.Add(1)
+	return c.Conn.Write(p)
+}
+
+// gatedStreams serves n streams on one connection whose handlers all wait
+// for one gate, opens them, and returns once every handler waits: close
+// gate to let them answer together. writes counts the server's socket
+// writes.
+func gatedStreams(t *testing.T, n int) (rc *rawClient, gate chan struct{}, writes *atomic.Int64) {
+	t.Helper()
+	gate = make(chan struct{})
+	var waiting atomic.Int64
+	writes = new(atomic.Int64)
+	h := http1.HandlerFunc(func(w *http1.ResponseWriter, r *http1.Request) {
+		waiting.Add(1)
+		<-gate
+		w.WriteSimple(200, "text/plain", []byte("ok\n"), nil)
+	})
+	srv := &http1.Server{Handler: h, HTTP2: h2.New(h2.Config{}, nil)}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go srv.Serve(countingListener{ln, writes})
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		srv.Shutdown(ctx)
+	})
+	rc = dial(t, ln.Addr().String())
+	for i := 0; i < n; i++ {
+		rc.headers(uint32(2*i+1), true, rc.block("GET", "/"))
+	}
+	rc.flush()
+	for deadline := time.Now().Add(10 * time.Second); waiting.Load() < int64(n); time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of %d handlers started", waiting.Load(), n)
+		}
+	}
+	return rc, gate, writes
+}
+
+// Responses that end together leave in a few writes, not one each: the
+// first to end owes the flush and yields to the others (flushSoon).
+func TestStreamEndsCoalesced(t *testing.T) {
+	const n = 40
+	rc, gate, writes := gatedStreams(t, n)
+	before := writes.Load()
+	close(gate)
+	for i := 0; i < n; i++ {
+		if status, body := rc.response(uint32(2*i + 1)); status != "200" || body != "ok\n" {
+			t.Fatalf("stream %d: %q %q; want 200 \"ok\\n\"", 2*i+1, status, body)
+		}
+	}
+	if got := writes.Load() - before; got > n/4 {
+		t.Errorf("%d responses ended together took %d socket writes; want at most %d", n, got, n/4)
+	}
+}
+
+// The handler goroutines a connection keeps parked between streams end
+// with it.
+func TestParkedHandlersEnd(t *testing.T) {
+	base := runtime.NumGoroutine()
+	const n = 50
+	rc, gate, _ := gatedStreams(t, n)
+	close(gate)
+	for i := 0; i < n; i++ {
+		rc.response(uint32(2*i + 1))
+	}
+	// A second round reuses the parked goroutines.
+	for i := n; i < 2*n; i++ {
+		rc.headers(uint32(2*i+1), true, rc.block("GET", "/"))
+	}
+	rc.flush()
+	for i := n; i < 2*n; i++ {
+		if status, _ := rc.response(uint32(2*i + 1)); status != "200" {
+			t.Fatalf("stream %d: %s; want 200", 2*i+1, status)
+		}
+	}
+	rc.c.Close()
+	deadline := time.Now().Add(5 * time.Second)
+	for runtime.NumGoroutine() > base+2 { // the server's accept loop and its stop watcher
+		if time.Now().After(deadline) {
+			t.Fatalf("%d goroutines after the connection closed; %d before it", runtime.NumGoroutine(), base)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 }

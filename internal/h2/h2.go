@@ -19,9 +19,10 @@
 //     pseudo-header fields; a malformed request is reset with
 //     PROTOCOL_ERROR, §8.1.1) and queued. When the reader has consumed
 //     every byte it read (a read boundary) it starts the queued streams,
-//     each on a goroutine of its own calling ServeStream, and flushes the
-//     frames written meanwhile. A stream reset before that boundary is
-//     never started (CVE-2023-44487, rapid reset); at most
+//     each on a handler goroutine of its own calling ServeStream (one
+//     parked by an earlier stream of the connection, else a new one),
+//     and flushes the frames written meanwhile. A stream reset before
+//     that boundary is never started (CVE-2023-44487, rapid reset); at most
 //     MaxConcurrentStreams handlers run per connection, later streams
 //     wait for one to finish, and a client that keeps more than
 //     4×MaxConcurrentStreams waiting is sent GOAWAY ENHANCE_YOUR_CALM.
@@ -30,7 +31,10 @@
 //     (stream.go). Responses are written by the handler's goroutine under
 //     the connection's mutex, straight into its buffered writer: HEADERS
 //     with HPACK, DATA cut to the peer's SETTINGS_MAX_FRAME_SIZE and
-//     waiting for the peer's stream and connection windows.
+//     waiting for the peer's stream and connection windows. A stream's
+//     end (and a handler's Flush) sends the buffer once the goroutines
+//     ready to run have run (flushSoon): responses that finish together
+//     share one write.
 //  4. RST_STREAM from the client closes Done (the handler sees its client
 //     gone); PRIORITY is ignored (§5.3.2); PING is answered; SETTINGS are
 //     applied in order and acknowledged (§6.5.3).

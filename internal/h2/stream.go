@@ -150,8 +150,8 @@ func (st *stream) Done() <-chan struct{} { return st.done }
 func (st *stream) WriteHeaders(status int, fields []http1.Field, endStream bool) error {
 	c := st.c
 	c.mu.Lock()
-	defer c.mu.Unlock()
 	if err := st.writableLocked(); err != nil {
+		c.mu.Unlock()
 		return err
 	}
 	c.hbuf.Reset()
@@ -160,10 +160,17 @@ func (st *stream) WriteHeaders(status int, fields []http1.Field, endStream bool)
 		c.henc.WriteField(hpack.HeaderField{Name: string(f.Name), Value: string(f.Value)})
 	}
 	c.writeBlockLocked(st.id, c.hbuf.Bytes(), endStream)
-	if endStream {
-		c.endLocked(st)
+	if !endStream {
+		werr := c.werr
+		c.mu.Unlock()
+		if werr != nil {
+			return errConnGone
+		}
+		return nil
 	}
-	if c.werr != nil {
+	c.endLocked(st)
+	c.mu.Unlock()
+	if c.flushSoon() != nil {
 		return errConnGone
 	}
 	return nil
@@ -174,8 +181,8 @@ func (st *stream) WriteHeaders(status int, fields []http1.Field, endStream bool)
 func (st *stream) WriteTrailers(fields []http1.Field) error {
 	c := st.c
 	c.mu.Lock()
-	defer c.mu.Unlock()
 	if err := st.writableLocked(); err != nil {
+		c.mu.Unlock()
 		return err
 	}
 	c.hbuf.Reset()
@@ -184,7 +191,8 @@ func (st *stream) WriteTrailers(fields []http1.Field) error {
 	}
 	c.writeBlockLocked(st.id, c.hbuf.Bytes(), true)
 	c.endLocked(st)
-	if c.werr != nil {
+	c.mu.Unlock()
+	if c.flushSoon() != nil {
 		return errConnGone
 	}
 	return nil
@@ -208,6 +216,9 @@ func (st *stream) WriteData(p []byte, endStream bool, deadline time.Time) (int, 
 				c.endLocked(st)
 			}
 			c.mu.Unlock()
+			if endStream {
+				c.flushSoon()
+			}
 			return total, nil
 		}
 		n := min(st.sendWin, c.sendWin, int64(c.peerMax), int64(len(p)))
@@ -229,20 +240,21 @@ func (st *stream) WriteData(p []byte, endStream bool, deadline time.Time) (int, 
 		if last {
 			c.endLocked(st)
 			c.mu.Unlock()
+			c.flushSoon()
 			return total, nil
 		}
 	}
 }
 
-// Flush implements http1.Stream.
+// Flush implements http1.Stream: the bytes go out with flushSoon, once
+// the goroutines ready to run have run.
 func (st *stream) Flush() error {
 	c := st.c
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.flushLocked()
-	if c.werr != nil {
+	if c.flushSoon() != nil {
 		return errConnGone
 	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
 	return st.err
 }
 
@@ -258,13 +270,13 @@ func (st *stream) writableLocked() error {
 	return nil
 }
 
-// endLocked: END_STREAM was written; the response is complete, flush it.
+// endLocked: END_STREAM was written; the response is complete. The
+// caller, once it has unlocked c.mu, sends it with flushSoon.
 func (c *conn) endLocked(st *stream) {
 	st.endSent = true
 	if st.remoteClosed {
 		c.closeLocked(st)
 	}
-	c.flushLocked()
 }
 
 // writeBlockLocked writes a header block as HEADERS and as many
