@@ -87,7 +87,8 @@ type conn struct {
 	// grow again on the way down to the app (runtime.newstack was 6–12 %
 	// of the worker's CPU at 1 connection × 100 streams). At most
 	// MaxConcurrentStreams goroutines exist per connection (running +
-	// parked); teardown ends the parked ones.
+	// parked), at most running + parkSpare of them parked (next); teardown
+	// ends the parked ones.
 	parked []chan *stream
 	// flushOwed: a goroutine has bytes in bw to send and has yielded
 	// (flushSoon); it flushes when it runs again, so another writer need
@@ -298,14 +299,27 @@ func (c *conn) next(ch chan *stream) *stream {
 		}
 	}
 	c.running--
-	if c.gone {
+	if c.gone || len(c.parked) >= c.running+parkSpare {
 		close(ch)
 	} else {
 		c.parked = append(c.parked, ch)
 	}
+	// Fewer streams running than before: end the parked goroutines past
+	// the bound, oldest first.
+	for len(c.parked) > c.running+parkSpare {
+		close(c.parked[0])
+		c.parked[0] = nil
+		c.parked = c.parked[1:]
+	}
 	c.maybeCloseLocked()
 	return nil
 }
+
+// parkSpare bounds the parked handler goroutines of a connection to the
+// streams it is serving plus parkSpare: a burst of 100 streams followed by
+// one long-lived stream (a WebSocket over HTTP/2, an event stream) keeps
+// 1 + parkSpare goroutines, not 100, for the life of the connection.
+const parkSpare = 4
 
 // finish ends st after its handler returned: RST_STREAM INTERNAL_ERROR
 // when reset, else END_STREAM if not sent yet; a request still open then

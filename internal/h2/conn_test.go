@@ -979,3 +979,52 @@ func TestParkedHandlersEnd(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 	}
 }
+
+// Parked handler goroutines are bounded by the streams running: after a
+// burst of 50 streams, with one long-lived stream still open, the
+// connection keeps that stream's goroutine and at most a few parked ones
+// (h2's parkSpare, 4).
+func TestParkedHandlersBounded(t *testing.T) {
+	hold := make(chan struct{})
+	defer close(hold)
+	h := http1.HandlerFunc(func(w *http1.ResponseWriter, r *http1.Request) {
+		if string(r.Path) == "/hold" {
+			<-hold
+		}
+		w.WriteSimple(200, "text/plain", []byte("ok\n"), nil)
+	})
+	srv := &http1.Server{Handler: h, HTTP2: h2.New(h2.Config{}, nil)}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go srv.Serve(ln)
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		srv.Shutdown(ctx)
+	})
+	rc := dial(t, ln.Addr().String())
+	rc.headers(1, true, rc.block("GET", "/hold"))
+	rc.flush()
+	time.Sleep(50 * time.Millisecond)
+	base := runtime.NumGoroutine() // the server, the connection, the held stream
+	const n = 50
+	for i := 1; i <= n; i++ {
+		rc.headers(uint32(2*i+1), true, rc.block("GET", "/"))
+	}
+	rc.flush()
+	for i := 1; i <= n; i++ {
+		if status, _ := rc.response(uint32(2*i + 1)); status != "200" {
+			t.Fatalf("stream %d: %s; want 200", 2*i+1, status)
+		}
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for runtime.NumGoroutine() > base+5 { // parked: at most running (1) + parkSpare (4)
+		if time.Now().After(deadline) {
+			t.Fatalf("%d goroutines after a burst of %d with one stream held; %d before it (want at most 5 more: parked)",
+				runtime.NumGoroutine(), n, base)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
