@@ -127,8 +127,9 @@ type Stall struct {
 	DurationMS float64   `json:"duration_ms"`
 	Samples    int       `json:"samples"`
 	Ongoing    bool      `json:"ongoing,omitempty"`
-	// Connections is how many connections the loop held (Loop.Connections)
-	// when the stall was last seen: those the stall held up.
+	// Connections is how many connections the loop held (Loop.Connections):
+	// while the stall goes on, now; once it ended, the most it held while
+	// it lasted (those the stall held up).
 	Connections int       `json:"connections"`
 	Requests    []Request `json:"requests"`
 	// Stack is the stack seen most, innermost first: "file:line in func",
@@ -247,7 +248,7 @@ type stallState struct {
 	nextReport time.Duration
 	lastSample time.Time
 	requests   []Request // in flight at the last sample that saw any
-	conns      int       // Loop.Connections at the last sample
+	conns      int       // the most Loop.Connections seen while it lasted (samples, reports)
 
 	// Samples that found another thread holding the GIL, and its stacks.
 	holderSamples int
@@ -579,7 +580,7 @@ func (w *Watchdog) checkLoop(lw *loopWatch, h Heartbeat, pending time.Duration, 
 			reqs := lw.loop.Requests()
 			conns := lw.loop.Connections()
 			w.mu.Lock()
-			cur.conns = conns
+			cur.conns = max(cur.conns, conns)
 			if len(reqs) > 0 {
 				cur.requests = nil
 				for _, r := range reqs {
@@ -616,8 +617,15 @@ func (w *Watchdog) summary(cur *stallState, dur time.Duration, ongoing bool) Sta
 		st.Requests = cur.requests
 		st.Connections = cur.conns
 	} else {
-		st.Connections = cur.loop.Connections()
-		cur.conns = st.Connections
+		// Ongoing: what the loop holds now. Ended: the most it held, as
+		// above (a report made just as the blocking request finished saw
+		// its connection gone).
+		now := cur.loop.Connections()
+		cur.conns = max(cur.conns, now)
+		st.Connections = now
+		if !ongoing {
+			st.Connections = cur.conns
+		}
 		for _, r := range cur.loop.Requests() {
 			st.Requests = append(st.Requests, Request{Method: r.Method, Path: r.Path, AgeMS: float64(time.Since(r.Start).Microseconds()) / 1000})
 		}
