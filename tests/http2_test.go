@@ -404,6 +404,32 @@ func TestHTTP2_WSGIResetClosesIterable(t *testing.T) {
 	}
 }
 
+// A stream the client resets while its WSGI app runs is a client gone, not
+// an app whose body fell short of its Content-Length: the write of the
+// finished response fails, and nothing is logged as the app's error. It
+// logged "the app's response body is shorter than its Content-Length"
+// (ERROR, written=0) for each such stream, one per reset a client sends.
+func TestHTTP2_WSGIResetIsNotShortBody(t *testing.T) {
+	s := Start(t, "h2_wsgi:app")
+	cc := h2cConn(t, s.Addr)
+	for i := 0; i < 3; i++ {
+		ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+		req, _ := http.NewRequestWithContext(ctx, "GET", s.URL+"/slow", nil)
+		if resp, err := cc.RoundTrip(req); err == nil {
+			resp.Body.Close()
+			t.Fatalf("GET /slow answered within 500 ms: %d", resp.StatusCode)
+		}
+		cancel() // RST_STREAM(CANCEL) while the app sleeps its 2 s
+	}
+	time.Sleep(2500 * time.Millisecond) // the apps finish and write
+	if code, _, _ := do(t, cc, "GET", s.URL+"/big?n=10", nil); code != 200 {
+		t.Fatalf("after the resets: %d", code)
+	}
+	if n := strings.Count(s.Logs(), "shorter than its Content-Length"); n != 0 {
+		t.Errorf("%d short-body records for 3 streams the client reset; want 0:\n%s", n, s.Logs())
+	}
+}
+
 // SIGTERM with an idle HTTP/2 connection open: GOAWAY, and the process
 // exits long before --graceful-timeout.
 func TestHTTP2_StopWithIdleConnection(t *testing.T) {

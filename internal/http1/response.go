@@ -342,12 +342,13 @@ func (w *ResponseWriter) SendFile(f *os.File, offset, n int64) (int64, error) {
 
 // Short reports whether the body written so far falls short of the
 // Content-Length given to WriteHead, with both counts in bytes; never for a
-// response that carries no body (HEAD, 204, 304). finish closes such a
-// connection; a handler calls Short after its last write to report it
-// (PEP 3333: "the server should close the connection and log or otherwise
-// report the error").
+// response that carries no body (HEAD, 204, 304), and never after a write
+// failed (ErrClientGone: the client left, an HTTP/2 stream reset; the app
+// did not fall short). finish closes such a connection; a handler calls
+// Short after its last write to report it (PEP 3333: "the server should
+// close the connection and log or otherwise report the error").
 func (w *ResponseWriter) Short() (declared, written int64, short bool) {
-	return w.declared, w.written, w.started && !w.noBody && w.declared >= 0 && w.written < w.declared
+	return w.declared, w.written, w.started && !w.noBody && w.err == nil && w.declared >= 0 && w.written < w.declared
 }
 
 // finish completes the response after the handler returned: the chunked
