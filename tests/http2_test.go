@@ -430,6 +430,63 @@ func TestHTTP2_WSGIResetIsNotShortBody(t *testing.T) {
 	}
 }
 
+// A field block of empty CONTINUATION frames (each adds nothing to the
+// header list, so no size limit trips) ends with GOAWAY ENHANCE_YOUR_CALM
+// at once, not after --timeout-keep-alive of reading them; another client
+// is served meanwhile, and a large honest block still is.
+func TestHTTP2_EmptyContinuationFlood(t *testing.T) {
+	s := Start(t, "--timeout-keep-alive", "60", "h2_wsgi:app")
+	c, err := net.DialTimeout("tcp", s.Addr, 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	bw := bufio.NewWriterSize(c, 64<<10)
+	fr := http2.NewFramer(bw, c)
+	bw.WriteString(http2.ClientPreface)
+	fr.WriteSettings()
+	var hb bytes.Buffer
+	enc := hpack.NewEncoder(&hb)
+	for _, f := range [][2]string{{":method", "GET"}, {":scheme", "http"}, {":path", "/"}, {":authority", "localhost"}} {
+		enc.WriteField(hpack.HeaderField{Name: f[0], Value: f[1]})
+	}
+	fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: hb.Bytes(), EndStream: true})
+	go func() {
+		for range 1000 { // 1000 × 1000 frames, 9 MB
+			for range 1000 {
+				fr.WriteContinuation(1, false, nil)
+			}
+			if bw.Flush() != nil {
+				return
+			}
+		}
+	}()
+	start := time.Now()
+	c.SetReadDeadline(time.Now().Add(20 * time.Second))
+	var goaway http2.ErrCode = 999
+	for {
+		f, err := fr.ReadFrame()
+		if err != nil {
+			break
+		}
+		if g, ok := f.(*http2.GoAwayFrame); ok {
+			goaway = g.ErrCode
+			break
+		}
+	}
+	if d := time.Since(start); goaway != http2.ErrCodeEnhanceYourCalm || d > 3*time.Second {
+		t.Errorf("empty CONTINUATION flood: GOAWAY %v after %v; want ENHANCE_YOUR_CALM at once", goaway, d)
+	}
+	cc := h2cConn(t, s.Addr)
+	if code, _, _ := do(t, cc, "GET", s.URL+"/big?n=10", nil); code != 200 {
+		t.Errorf("another client: %d", code)
+	}
+	out, err := runCurl(t, "--http2-prior-knowledge", "-o", "/dev/null", "-w", "%{http_code}", "-H", "X-Big: "+strings.Repeat("a", 8000), "-H", "X-Big2: "+strings.Repeat("b", 8000), "-H", "X-Big3: "+strings.Repeat("c", 8000), s.URL+"/")
+	if err != nil || out != "200" {
+		t.Errorf("24 kB of honest fields: %q %v", out, err)
+	}
+}
+
 // SIGTERM with an idle HTTP/2 connection open: GOAWAY, and the process
 // exits long before --graceful-timeout.
 func TestHTTP2_StopWithIdleConnection(t *testing.T) {

@@ -44,6 +44,14 @@ const (
 	// a stream may receive (each costs us a wake-up and the client
 	// nothing): more is a connection error ENHANCE_YOUR_CALM.
 	maxEmptyData = 1000
+	// blockSlack is what a field block (HEADERS and its CONTINUATION
+	// frames, RFC 9113 §6.10) may read past its HEADERS payload and twice
+	// SETTINGS_MAX_HEADER_LIST_SIZE: room for the frame headers (9 bytes
+	// each) of an honest split. x/net's Framer refuses a fragment larger
+	// than twice the list size still allowed, but an empty CONTINUATION
+	// adds nothing to the list: without this bound a block of them never
+	// ends (each costs the client 9 bytes and us a frame read).
+	blockSlack = 64 << 10
 )
 
 // errors seen by handlers through http1 (wrapped in ErrClientGone).
@@ -52,6 +60,32 @@ var (
 	errStreamDone  = errors.New("h2: stream closed")
 	errConnGone    = errors.New("h2: connection closed")
 )
+
+// errBlockTooLong: a field block read more than its budget (blockSlack).
+var errBlockTooLong = errors.New("h2: field block too long (CONTINUATION flood)")
+
+// blockReader is the Framer's reader: c.br, with a byte budget while a
+// field block is read (arm, disarm); past it, reads fail with
+// errBlockTooLong.
+type blockReader struct {
+	r    *bufio.Reader
+	left int64 // bytes still allowed; < 0: no budget
+}
+
+func (b *blockReader) Read(p []byte) (int, error) {
+	if b.left < 0 {
+		return b.r.Read(p)
+	}
+	if b.left == 0 {
+		return 0, errBlockTooLong
+	}
+	if int64(len(p)) > b.left {
+		p = p[:b.left]
+	}
+	n, err := b.r.Read(p)
+	b.left -= int64(n)
+	return n, err
+}
 
 // conn is one HTTP/2 connection. The reader goroutine (serve) owns fr's
 // read side; mu guards everything else, including fr's write side, the
@@ -62,6 +96,7 @@ type conn struct {
 	nc  net.Conn
 	h   *http1.StreamHandler
 	br  *bufio.Reader
+	brd blockReader // fr's reader: br with a field block's budget
 	fr  *http2.Framer
 
 	mu      sync.Mutex
@@ -102,7 +137,8 @@ func newConn(s *Server, nc net.Conn, h *http1.StreamHandler) *conn {
 	c.cw = connWriter{nc: nc, timeout: s.cfg.WriteTimeout}
 	c.br = bufio.NewReaderSize(nc, readBufSize)
 	c.bw = bufio.NewWriterSize(&c.cw, writeBufSize)
-	c.fr = http2.NewFramer(c.bw, c.br)
+	c.brd = blockReader{r: c.br, left: -1}
+	c.fr = http2.NewFramer(c.bw, &c.brd)
 	c.fr.SetMaxReadFrameSize(s.cfg.MaxFrameSize)
 	c.fr.MaxHeaderListSize = uint32(min(s.cfg.MaxHeadersSize, maxWindow))
 	c.fr.ReadMetaHeaders = hpack.NewDecoder(4096, nil)
@@ -194,7 +230,11 @@ func (c *conn) serve() {
 		fh, err := c.fr.ReadFrameHeader()
 		var f http2.Frame
 		if err == nil {
+			if fh.Type == http2.FrameHeaders {
+				c.brd.left = int64(fh.Length) + 2*int64(c.fr.MaxHeaderListSize) + blockSlack
+			}
 			f, err = c.fr.ReadFrameForHeader(fh)
+			c.brd.left = -1
 		}
 		if err == nil {
 			c.framesRead.Add(1)
@@ -327,6 +367,9 @@ func (c *conn) readError(err error, t http2.FrameType) bool {
 		c.connError(http2.ErrCode(ce), "")
 	case errors.Is(err, http2.ErrFrameTooLarge):
 		c.connError(http2.ErrCodeFrameSize, "")
+	case errors.Is(err, errBlockTooLong):
+		c.srv.log.Debug("http2: field block too long: closing", "remote", c.nc.RemoteAddr())
+		c.connError(http2.ErrCodeEnhanceYourCalm, "")
 	case errors.Is(err, os.ErrDeadlineExceeded), errors.Is(err, io.EOF), errors.Is(err, net.ErrClosed):
 	default:
 		c.srv.log.Debug("http2: read failed", "remote", c.nc.RemoteAddr(), "err", err)
