@@ -487,6 +487,51 @@ func TestHTTP2_EmptyContinuationFlood(t *testing.T) {
 	}
 }
 
+// A field longer than --http2-max-headers-size ends the connection
+// (COMPRESSION_ERROR from x/net's Framer) with a GOAWAY that names the
+// stream as acted on (RFC 9113 §6.8); it said last-stream-id 0: "not
+// processed, retry it" (§8.7).
+func TestHTTP2_OversizedFieldGoAway(t *testing.T) {
+	s := Start(t, "h2_wsgi:app")
+	c, err := net.DialTimeout("tcp", s.Addr, 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	bw := bufio.NewWriterSize(c, 64<<10)
+	fr := http2.NewFramer(bw, c)
+	bw.WriteString(http2.ClientPreface)
+	fr.WriteSettings()
+	var hb bytes.Buffer
+	enc := hpack.NewEncoder(&hb)
+	for _, f := range [][2]string{{":method", "GET"}, {":scheme", "http"}, {":path", "/"}, {":authority", "localhost"}, {"x-big", strings.Repeat("a", 70000)}} {
+		enc.WriteField(hpack.HeaderField{Name: f[0], Value: f[1]})
+	}
+	block := hb.Bytes()
+	for off := 0; off < len(block); off += 16384 {
+		frag, end := block[off:min(off+16384, len(block))], off+16384 >= len(block)
+		if off == 0 {
+			fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: frag, EndStream: true, EndHeaders: end})
+		} else {
+			fr.WriteContinuation(1, end, frag)
+		}
+	}
+	bw.Flush()
+	c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	for {
+		f, err := fr.ReadFrame()
+		if err != nil {
+			t.Fatalf("no GOAWAY: %v", err)
+		}
+		if g, ok := f.(*http2.GoAwayFrame); ok {
+			if g.LastStreamID != 1 {
+				t.Errorf("GOAWAY %v last-stream-id %d; want 1", g.ErrCode, g.LastStreamID)
+			}
+			return
+		}
+	}
+}
+
 // SIGTERM with an idle HTTP/2 connection open: GOAWAY, and the process
 // exits long before --graceful-timeout.
 func TestHTTP2_StopWithIdleConnection(t *testing.T) {

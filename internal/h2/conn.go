@@ -209,7 +209,7 @@ func (c *conn) serve() {
 	// §3.4: "The SETTINGS frame MUST be the first frame the client sends".
 	f, err := c.fr.ReadFrame()
 	if err != nil {
-		c.readError(err, http2.FrameSettings)
+		c.readError(err, http2.FrameHeader{Type: http2.FrameSettings})
 		return
 	}
 	if sf, ok := f.(*http2.SettingsFrame); !ok || sf.IsAck() {
@@ -218,7 +218,7 @@ func (c *conn) serve() {
 	}
 	c.nc.SetReadDeadline(time.Time{}) // a whole frame read: nothing is cut
 	if err := c.process(f); err != nil {
-		c.readError(err, http2.FrameSettings)
+		c.readError(err, http2.FrameHeader{Type: http2.FrameSettings})
 		return
 	}
 	c.startTimers()
@@ -240,7 +240,7 @@ func (c *conn) serve() {
 			c.framesRead.Add(1)
 			err = c.process(f)
 		}
-		if err != nil && !c.readError(err, fh.Type) {
+		if err != nil && !c.readError(err, fh) {
 			return
 		}
 	}
@@ -343,18 +343,25 @@ func (c *conn) finish(st *stream, reset bool) {
 	c.flushLocked()
 }
 
-// readError handles an error of reading or processing a frame of type
-// t: it reports true when the connection goes on (a stream error,
-// §5.4.2).
-func (c *conn) readError(err error, t http2.FrameType) bool {
+// readError handles an error of reading or processing the frame whose
+// header is fh: it reports true when the connection goes on (a stream
+// error, §5.4.2).
+func (c *conn) readError(err error, fh http2.FrameHeader) bool {
+	if fh.Type == http2.FrameHeaders && fh.StreamID%2 == 1 {
+		// A request whose HEADERS failed still opened its stream (§5.1.1),
+		// also when the failure is the connection's (a field over
+		// --http2-max-headers-size: COMPRESSION_ERROR from the Framer, a
+		// CONTINUATION flood): the GOAWAY names it as acted on (§6.8),
+		// not as unprocessed and safe to retry (§8.7).
+		c.mu.Lock()
+		c.maxID = max(c.maxID, fh.StreamID)
+		c.mu.Unlock()
+	}
 	var se http2.StreamError
 	var ce http2.ConnectionError
 	switch {
 	case errors.As(err, &se):
 		c.mu.Lock()
-		if t == http2.FrameHeaders && se.StreamID%2 == 1 && se.StreamID > c.maxID {
-			c.maxID = se.StreamID // a malformed request still opened it
-		}
 		if st := c.streams[se.StreamID]; st != nil {
 			c.resetLocked(st, se.Code)
 		} else {

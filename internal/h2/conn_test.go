@@ -575,6 +575,30 @@ func TestEmptyContinuationFlood(t *testing.T) {
 	}
 }
 
+// A field longer than SETTINGS_MAX_HEADER_LIST_SIZE is a connection
+// error (the Framer's COMPRESSION_ERROR), and the GOAWAY names the stream
+// as acted on (RFC 9113 §6.8), not with last-stream-id 0, which tells
+// the client it was not processed and may be retried (§8.7).
+func TestOversizedFieldGoAwayNamesStream(t *testing.T) {
+	addr := serve(t, h2.Config{MaxHeadersSize: 16 << 10}, echoHandler)
+	rc := dial(t, addr)
+	rc.headers(1, true, rc.block("GET", "/", "x-big", strings.Repeat("a", 20<<10)))
+	rc.flush()
+	rc.c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	for {
+		f, err := rc.fr.ReadFrame()
+		if err != nil {
+			t.Fatalf("no GOAWAY: %v", err)
+		}
+		if g, ok := f.(*http2.GoAwayFrame); ok {
+			if g.LastStreamID != 1 {
+				t.Errorf("GOAWAY %v last-stream-id %d; want 1", g.ErrCode, g.LastStreamID)
+			}
+			return
+		}
+	}
+}
+
 // HPACK bomb: a small block that decodes to a huge field section (one
 // dynamic-table entry indexed many times) is refused (431) or ends the
 // connection; the handler never sees it.
