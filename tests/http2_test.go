@@ -130,7 +130,7 @@ func (f asgiFacts) header(name string) []string {
 func checkNoHopByHop(t testing.TB, head string) {
 	t.Helper()
 	for _, line := range strings.Split(strings.ToLower(head), "\n") {
-		for _, f := range []string{"connection:", "keep-alive:", "upgrade:", "transfer-encoding:", "proxy-connection:"} {
+		for _, f := range []string{"connection:", "keep-alive:", "upgrade:", "transfer-encoding:", "proxy-connection:", "te:"} {
 			if strings.HasPrefix(line, f) {
 				t.Errorf("HTTP/2 response carries %q", strings.TrimSpace(line))
 			}

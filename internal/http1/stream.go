@@ -348,9 +348,14 @@ func (st *stream) build() *protoError {
 
 // hopByHop reports the connection-specific fields an HTTP/2 response must
 // not carry (RFC 9113 §8.2.2: "An endpoint MUST NOT generate an HTTP/2
-// message containing connection-specific header fields").
+// message containing connection-specific header fields", naming
+// Connection, Proxy-Connection, Keep-Alive, TE, Transfer-Encoding and
+// Upgrade; TE "MAY be present in an HTTP/2 request" only). A client
+// treats a response with one as malformed (curl: PROTOCOL_ERROR).
 func hopByHop(name []byte) bool {
 	switch len(name) {
+	case 2:
+		return equalFoldString(name, "te")
 	case 7:
 		return equalFoldString(name, "upgrade")
 	case 10:
