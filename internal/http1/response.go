@@ -498,9 +498,11 @@ func (w *ResponseWriter) WriteEarlyHints(header []byte) error {
 // header is a block of "Name: value\r\n" lines, validated by the caller,
 // without framing fields. It is sent after the body: by the last-chunk of
 // a chunked HTTP/1.1 body (RFC 9112 §7.1.2), as a HEADERS frame ending an
-// HTTP/2 stream (RFC 9113 §8.1). A response framed otherwise (a
-// Content-Length, HTTP/1.0, no body, HTTP/3) has nowhere to carry them:
-// they are dropped. Call it after the last Write. Errors: ErrClientGone.
+// HTTP/2 or HTTP/3 stream (RFC 9113 §8.1, RFC 9114 §4.1; without the
+// connection-specific fields, RFC 9113 §8.2.2). A response framed
+// otherwise (a Content-Length, HTTP/1.0, no body) has nowhere to carry
+// them: they are dropped. Call it after the last Write. Errors:
+// ErrClientGone.
 func (w *ResponseWriter) WriteTrailers(header []byte) error {
 	if !w.started || w.noBody || len(header) == 0 {
 		return nil

@@ -586,7 +586,8 @@ func (st *stream) writeTrailers(w *ResponseWriter, header []byte) error {
 }
 
 // headerFields splits "Name: value\r\n" lines into fields, names
-// lowercased (RFC 9113 §8.2.1).
+// lowercased (RFC 9113 §8.2.1), without the connection-specific ones
+// (hopByHop, §8.2.2: trailers and 1xx heads carry none either).
 func headerFields(header []byte) []Field {
 	var fs []Field
 	for block := header; len(block) > 0; {
@@ -597,7 +598,7 @@ func headerFields(header []byte) []Field {
 			block = nil
 		}
 		colon := bytes.IndexByte(line, ':')
-		if colon <= 0 {
+		if colon <= 0 || hopByHop(line[:colon]) {
 			continue
 		}
 		fs = append(fs, Field{Name: bytes.ToLower(line[:colon]), Value: trimOWS(line[colon+1:])})
