@@ -532,6 +532,59 @@ func TestHTTP2_OversizedFieldGoAway(t *testing.T) {
 	}
 }
 
+// A connection error closes the connection after its GOAWAY (RFC 9113
+// §5.4.1: "MUST close the TCP connection"), even while a WSGI app still
+// runs for one of its streams, and nothing follows the GOAWAY. It stayed
+// open until the app returned (here 2 s), then sent the stream's frames.
+func TestHTTP2_ConnectionErrorCloses(t *testing.T) {
+	s := Start(t, "h2_wsgi:app")
+	c, err := net.DialTimeout("tcp", s.Addr, 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	bw := bufio.NewWriterSize(c, 64<<10)
+	fr := http2.NewFramer(bw, c)
+	bw.WriteString(http2.ClientPreface)
+	fr.WriteSettings()
+	var hb bytes.Buffer
+	enc := hpack.NewEncoder(&hb)
+	for _, f := range [][2]string{{":method", "GET"}, {":scheme", "http"}, {":path", "/slow"}, {":authority", "localhost"}} {
+		enc.WriteField(hpack.HeaderField{Name: f[0], Value: f[1]})
+	}
+	fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: hb.Bytes(), EndStream: true, EndHeaders: true})
+	bw.Flush()
+	time.Sleep(300 * time.Millisecond)  // the app sleeps its 2 s
+	fr.AllowIllegalWrites = true
+	fr.WriteData(0, false, []byte("x")) // DATA on stream 0: PROTOCOL_ERROR (§6.1)
+	bw.Flush()
+	start := time.Now()
+	c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	var goaway http2.ErrCode = 999
+	var after []string
+	for {
+		f, err := fr.ReadFrame()
+		if err != nil {
+			break
+		}
+		if g, ok := f.(*http2.GoAwayFrame); ok {
+			goaway = g.ErrCode
+		} else if goaway != 999 {
+			after = append(after, f.Header().String())
+		}
+	}
+	d := time.Since(start)
+	if goaway != http2.ErrCodeProtocol {
+		t.Fatalf("GOAWAY %v; want PROTOCOL_ERROR", goaway)
+	}
+	if d > time.Second {
+		t.Errorf("the connection closed %v after the error; want at once (the app still ran)", d)
+	}
+	if len(after) != 0 {
+		t.Errorf("frames after the GOAWAY: %v", after)
+	}
+}
+
 // SIGTERM with an idle HTTP/2 connection open: GOAWAY, and the process
 // exits long before --graceful-timeout.
 func TestHTTP2_StopWithIdleConnection(t *testing.T) {

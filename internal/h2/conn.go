@@ -472,12 +472,13 @@ func (c *conn) teardown() {
 	if c.kaTimer != nil {
 		c.kaTimer.Stop()
 	}
-	c.mu.Unlock()
-	c.wg.Wait()
-	c.mu.Lock()
-	c.flushLocked()
 	werr := c.werr
 	c.mu.Unlock()
+	// The connection closes before the handlers are waited for: after a
+	// connection error's GOAWAY "the endpoint MUST close the TCP
+	// connection" (§5.4.1), and a handler still running (an app that does
+	// not return at once) kept it open, frames after the GOAWAY included.
+	// Every stream has failed: what a handler writes now goes nowhere.
 	if werr == nil {
 		// Linger: read (and drop) what the client still sends, briefly.
 		if cw, ok := c.nc.(interface{ CloseWrite() error }); ok {
@@ -487,6 +488,7 @@ func (c *conn) teardown() {
 		io.CopyN(io.Discard, c.br, maxLingerBytes)
 	}
 	c.nc.Close()
+	c.wg.Wait()
 }
 
 // startTimers arms the idle timeout and the keep-alive PING.
