@@ -67,5 +67,5 @@ async def app(scope, receive, send):
         }).encode()
     await send({"type": "http.response.start", "status": 200,
                 "headers": [(b"content-type", b"application/json"), (b"connection", b"close"),
-                            (b"upgrade", b"h2c"), (b"x-app", b"h2")]})
+                            (b"upgrade", b"h2c"), (b"te", b"gzip"), (b"x-app", b"h2")]})
     await send({"type": "http.response.body", "body": body})

@@ -5,6 +5,8 @@
 /whole     "trailers": True, the whole body in one message, then trailers
 /cl        "trailers": True with a Content-Length: the trailers are dropped
 /unasked   trailers without "trailers": True: ignored
+/hop       trailers with connection-specific fields (te, upgrade,
+           proxy-connection) among them: dropped over HTTP/2 and HTTP/3
 """
 
 
@@ -23,6 +25,11 @@ async def app(scope, receive, send):
         await send({"type": "http.response.body", "body": b"b" + has})
         await send({"type": "http.response.trailers", "headers": [(b"x-checksum", b"abc")], "more_trailers": True})
         await send({"type": "http.response.trailers", "headers": [(b"x-more", b"1")], "more_trailers": False})
+        return
+    if path == "/hop":
+        await send({"type": "http.response.body", "body": b"ab" + has})
+        await send({"type": "http.response.trailers", "headers": [
+            (b"te", b"gzip"), (b"upgrade", b"x"), (b"proxy-connection", b"y"), (b"x-checksum", b"abc")]})
         return
     await send({"type": "http.response.body", "body": b"ab" + has})
     await send({"type": "http.response.trailers", "headers": [(b"x-checksum", b"abc"), (b"x-more", b"1")]})

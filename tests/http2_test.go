@@ -130,7 +130,7 @@ func (f asgiFacts) header(name string) []string {
 func checkNoHopByHop(t testing.TB, head string) {
 	t.Helper()
 	for _, line := range strings.Split(strings.ToLower(head), "\n") {
-		for _, f := range []string{"connection:", "keep-alive:", "upgrade:", "transfer-encoding:", "proxy-connection:"} {
+		for _, f := range []string{"connection:", "keep-alive:", "upgrade:", "transfer-encoding:", "proxy-connection:", "te:"} {
 			if strings.HasPrefix(line, f) {
 				t.Errorf("HTTP/2 response carries %q", strings.TrimSpace(line))
 			}
@@ -401,6 +401,187 @@ func TestHTTP2_WSGIResetClosesIterable(t *testing.T) {
 			}
 			time.Sleep(20 * time.Millisecond)
 		}
+	}
+}
+
+// A stream the client resets while its WSGI app runs is a client gone, not
+// an app whose body fell short of its Content-Length: the write of the
+// finished response fails, and nothing is logged as the app's error. It
+// logged "the app's response body is shorter than its Content-Length"
+// (ERROR, written=0) for each such stream, one per reset a client sends.
+func TestHTTP2_WSGIResetIsNotShortBody(t *testing.T) {
+	s := Start(t, "h2_wsgi:app")
+	cc := h2cConn(t, s.Addr)
+	for i := 0; i < 3; i++ {
+		ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+		req, _ := http.NewRequestWithContext(ctx, "GET", s.URL+"/slow", nil)
+		if resp, err := cc.RoundTrip(req); err == nil {
+			resp.Body.Close()
+			t.Fatalf("GET /slow answered within 500 ms: %d", resp.StatusCode)
+		}
+		cancel() // RST_STREAM(CANCEL) while the app sleeps its 2 s
+	}
+	time.Sleep(2500 * time.Millisecond) // the apps finish and write
+	if code, _, _ := do(t, cc, "GET", s.URL+"/big?n=10", nil); code != 200 {
+		t.Fatalf("after the resets: %d", code)
+	}
+	if n := strings.Count(s.Logs(), "shorter than its Content-Length"); n != 0 {
+		t.Errorf("%d short-body records for 3 streams the client reset; want 0:\n%s", n, s.Logs())
+	}
+}
+
+// A field block of empty CONTINUATION frames (each adds nothing to the
+// header list, so no size limit trips) ends with GOAWAY ENHANCE_YOUR_CALM
+// at once, not after --timeout-keep-alive of reading them; another client
+// is served meanwhile, and a large honest block still is.
+func TestHTTP2_EmptyContinuationFlood(t *testing.T) {
+	s := Start(t, "--timeout-keep-alive", "60", "h2_wsgi:app")
+	c, err := net.DialTimeout("tcp", s.Addr, 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	bw := bufio.NewWriterSize(c, 64<<10)
+	fr := http2.NewFramer(bw, c)
+	bw.WriteString(http2.ClientPreface)
+	fr.WriteSettings()
+	var hb bytes.Buffer
+	enc := hpack.NewEncoder(&hb)
+	for _, f := range [][2]string{{":method", "GET"}, {":scheme", "http"}, {":path", "/"}, {":authority", "localhost"}} {
+		enc.WriteField(hpack.HeaderField{Name: f[0], Value: f[1]})
+	}
+	fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: hb.Bytes(), EndStream: true})
+	go func() {
+		for range 1000 { // 1000 × 1000 frames, 9 MB
+			for range 1000 {
+				fr.WriteContinuation(1, false, nil)
+			}
+			if bw.Flush() != nil {
+				return
+			}
+		}
+	}()
+	start := time.Now()
+	c.SetReadDeadline(time.Now().Add(20 * time.Second))
+	var goaway http2.ErrCode = 999
+	for {
+		f, err := fr.ReadFrame()
+		if err != nil {
+			break
+		}
+		if g, ok := f.(*http2.GoAwayFrame); ok {
+			goaway = g.ErrCode
+			break
+		}
+	}
+	if d := time.Since(start); goaway != http2.ErrCodeEnhanceYourCalm || d > 3*time.Second {
+		t.Errorf("empty CONTINUATION flood: GOAWAY %v after %v; want ENHANCE_YOUR_CALM at once", goaway, d)
+	}
+	cc := h2cConn(t, s.Addr)
+	if code, _, _ := do(t, cc, "GET", s.URL+"/big?n=10", nil); code != 200 {
+		t.Errorf("another client: %d", code)
+	}
+	out, err := runCurl(t, "--http2-prior-knowledge", "-o", "/dev/null", "-w", "%{http_code}", "-H", "X-Big: "+strings.Repeat("a", 8000), "-H", "X-Big2: "+strings.Repeat("b", 8000), "-H", "X-Big3: "+strings.Repeat("c", 8000), s.URL+"/")
+	if err != nil || out != "200" {
+		t.Errorf("24 kB of honest fields: %q %v", out, err)
+	}
+}
+
+// A field longer than --http2-max-headers-size ends the connection
+// (COMPRESSION_ERROR from x/net's Framer) with a GOAWAY that names the
+// stream as acted on (RFC 9113 §6.8); it said last-stream-id 0: "not
+// processed, retry it" (§8.7).
+func TestHTTP2_OversizedFieldGoAway(t *testing.T) {
+	s := Start(t, "h2_wsgi:app")
+	c, err := net.DialTimeout("tcp", s.Addr, 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	bw := bufio.NewWriterSize(c, 64<<10)
+	fr := http2.NewFramer(bw, c)
+	bw.WriteString(http2.ClientPreface)
+	fr.WriteSettings()
+	var hb bytes.Buffer
+	enc := hpack.NewEncoder(&hb)
+	for _, f := range [][2]string{{":method", "GET"}, {":scheme", "http"}, {":path", "/"}, {":authority", "localhost"}, {"x-big", strings.Repeat("a", 70000)}} {
+		enc.WriteField(hpack.HeaderField{Name: f[0], Value: f[1]})
+	}
+	block := hb.Bytes()
+	for off := 0; off < len(block); off += 16384 {
+		frag, end := block[off:min(off+16384, len(block))], off+16384 >= len(block)
+		if off == 0 {
+			fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: frag, EndStream: true, EndHeaders: end})
+		} else {
+			fr.WriteContinuation(1, end, frag)
+		}
+	}
+	bw.Flush()
+	c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	for {
+		f, err := fr.ReadFrame()
+		if err != nil {
+			t.Fatalf("no GOAWAY: %v", err)
+		}
+		if g, ok := f.(*http2.GoAwayFrame); ok {
+			if g.LastStreamID != 1 {
+				t.Errorf("GOAWAY %v last-stream-id %d; want 1", g.ErrCode, g.LastStreamID)
+			}
+			return
+		}
+	}
+}
+
+// A connection error closes the connection after its GOAWAY (RFC 9113
+// §5.4.1: "MUST close the TCP connection"), even while a WSGI app still
+// runs for one of its streams, and nothing follows the GOAWAY. It stayed
+// open until the app returned (here 2 s), then sent the stream's frames.
+func TestHTTP2_ConnectionErrorCloses(t *testing.T) {
+	s := Start(t, "h2_wsgi:app")
+	c, err := net.DialTimeout("tcp", s.Addr, 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	bw := bufio.NewWriterSize(c, 64<<10)
+	fr := http2.NewFramer(bw, c)
+	bw.WriteString(http2.ClientPreface)
+	fr.WriteSettings()
+	var hb bytes.Buffer
+	enc := hpack.NewEncoder(&hb)
+	for _, f := range [][2]string{{":method", "GET"}, {":scheme", "http"}, {":path", "/slow"}, {":authority", "localhost"}} {
+		enc.WriteField(hpack.HeaderField{Name: f[0], Value: f[1]})
+	}
+	fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: hb.Bytes(), EndStream: true, EndHeaders: true})
+	bw.Flush()
+	time.Sleep(300 * time.Millisecond)  // the app sleeps its 2 s
+	fr.AllowIllegalWrites = true
+	fr.WriteData(0, false, []byte("x")) // DATA on stream 0: PROTOCOL_ERROR (§6.1)
+	bw.Flush()
+	start := time.Now()
+	c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	var goaway http2.ErrCode = 999
+	var after []string
+	for {
+		f, err := fr.ReadFrame()
+		if err != nil {
+			break
+		}
+		if g, ok := f.(*http2.GoAwayFrame); ok {
+			goaway = g.ErrCode
+		} else if goaway != 999 {
+			after = append(after, f.Header().String())
+		}
+	}
+	d := time.Since(start)
+	if goaway != http2.ErrCodeProtocol {
+		t.Fatalf("GOAWAY %v; want PROTOCOL_ERROR", goaway)
+	}
+	if d > time.Second {
+		t.Errorf("the connection closed %v after the error; want at once (the app still ran)", d)
+	}
+	if len(after) != 0 {
+		t.Errorf("frames after the GOAWAY: %v", after)
 	}
 }
 

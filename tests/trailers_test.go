@@ -90,6 +90,28 @@ func TestTrailers_ASGI_HTTP2(t *testing.T) {
 	}
 }
 
+// Connection-specific fields in an app's trailers are dropped over HTTP/2
+// (RFC 9113 §8.2.2: a message with one is malformed): curl failed the
+// stream with PROTOCOL_ERROR (exit 92) when they went out.
+func TestTrailers_ASGI_HTTP2_ConnectionSpecific(t *testing.T) {
+	s := Start(t, "trailers_asgi:app")
+	blocks, body := h2Exchange(t, s.Addr, "/hop")
+	if len(blocks) != 2 || body != "ab1" {
+		t.Fatalf("header blocks %v, body %q; want the head and the trailers, ab1", blocks, body)
+	}
+	for _, name := range []string{"te", "upgrade", "proxy-connection"} {
+		if v := fieldValues(blocks[1], name); len(v) != 0 {
+			t.Errorf("trailers carry %s: %v", name, v)
+		}
+	}
+	if v := fieldValues(blocks[1], "x-checksum"); len(v) != 1 || v[0] != "abc" {
+		t.Errorf("trailers %v; want x-checksum: abc", blocks[1])
+	}
+	if out, err := runCurl(t, "--http2-prior-knowledge", s.URL+"/hop"); err != nil || out != "ab1" {
+		t.Errorf("curl: %q %v", out, err)
+	}
+}
+
 // Over HTTP/3 the trailers are the HEADERS frame after the DATA frames
 // (RFC 9114 §4.1), as quic-go's client reads them into resp.Trailer
 // (they were dropped while the scope advertised the extension).

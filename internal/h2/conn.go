@@ -45,6 +45,14 @@ const (
 	// a stream may receive (each costs us a wake-up and the client
 	// nothing): more is a connection error ENHANCE_YOUR_CALM.
 	maxEmptyData = 1000
+	// blockSlack is what a field block (HEADERS and its CONTINUATION
+	// frames, RFC 9113 §6.10) may read past its HEADERS payload and twice
+	// SETTINGS_MAX_HEADER_LIST_SIZE: room for the frame headers (9 bytes
+	// each) of an honest split. x/net's Framer refuses a fragment larger
+	// than twice the list size still allowed, but an empty CONTINUATION
+	// adds nothing to the list: without this bound a block of them never
+	// ends (each costs the client 9 bytes and us a frame read).
+	blockSlack = 64 << 10
 )
 
 // errors seen by handlers through http1 (wrapped in ErrClientGone).
@@ -53,6 +61,32 @@ var (
 	errStreamDone  = errors.New("h2: stream closed")
 	errConnGone    = errors.New("h2: connection closed")
 )
+
+// errBlockTooLong: a field block read more than its budget (blockSlack).
+var errBlockTooLong = errors.New("h2: field block too long (CONTINUATION flood)")
+
+// blockReader is the Framer's reader: c.br, with a byte budget while a
+// field block is read (arm, disarm); past it, reads fail with
+// errBlockTooLong.
+type blockReader struct {
+	r    *bufio.Reader
+	left int64 // bytes still allowed; < 0: no budget
+}
+
+func (b *blockReader) Read(p []byte) (int, error) {
+	if b.left < 0 {
+		return b.r.Read(p)
+	}
+	if b.left == 0 {
+		return 0, errBlockTooLong
+	}
+	if int64(len(p)) > b.left {
+		p = p[:b.left]
+	}
+	n, err := b.r.Read(p)
+	b.left -= int64(n)
+	return n, err
+}
 
 // conn is one HTTP/2 connection. The reader goroutine (serve) owns fr's
 // read side; mu guards everything else, including fr's write side, the
@@ -63,6 +97,7 @@ type conn struct {
 	nc  net.Conn
 	h   *http1.StreamHandler
 	br  *bufio.Reader
+	brd blockReader // fr's reader: br with a field block's budget
 	fr  *http2.Framer
 
 	mu      sync.Mutex
@@ -116,7 +151,8 @@ func newConn(s *Server, nc net.Conn, h *http1.StreamHandler) *conn {
 	c.cw = connWriter{nc: nc, timeout: s.cfg.WriteTimeout}
 	c.br = bufio.NewReaderSize(nc, readBufSize)
 	c.bw = bufio.NewWriterSize(&c.cw, writeBufSize)
-	c.fr = http2.NewFramer(c.bw, c.br)
+	c.brd = blockReader{r: c.br, left: -1}
+	c.fr = http2.NewFramer(c.bw, &c.brd)
 	c.fr.SetMaxReadFrameSize(s.cfg.MaxFrameSize)
 	c.fr.MaxHeaderListSize = uint32(min(s.cfg.MaxHeadersSize, maxWindow))
 	c.fr.ReadMetaHeaders = hpack.NewDecoder(4096, nil)
@@ -187,7 +223,7 @@ func (c *conn) serve() {
 	// §3.4: "The SETTINGS frame MUST be the first frame the client sends".
 	f, err := c.fr.ReadFrame()
 	if err != nil {
-		c.readError(err, http2.FrameSettings)
+		c.readError(err, http2.FrameHeader{Type: http2.FrameSettings})
 		return
 	}
 	if sf, ok := f.(*http2.SettingsFrame); !ok || sf.IsAck() {
@@ -196,7 +232,7 @@ func (c *conn) serve() {
 	}
 	c.nc.SetReadDeadline(time.Time{}) // a whole frame read: nothing is cut
 	if err := c.process(f); err != nil {
-		c.readError(err, http2.FrameSettings)
+		c.readError(err, http2.FrameHeader{Type: http2.FrameSettings})
 		return
 	}
 	c.startTimers()
@@ -208,13 +244,17 @@ func (c *conn) serve() {
 		fh, err := c.fr.ReadFrameHeader()
 		var f http2.Frame
 		if err == nil {
+			if fh.Type == http2.FrameHeaders {
+				c.brd.left = int64(fh.Length) + 2*int64(c.fr.MaxHeaderListSize) + blockSlack
+			}
 			f, err = c.fr.ReadFrameForHeader(fh)
+			c.brd.left = -1
 		}
 		if err == nil {
 			c.framesRead.Add(1)
 			err = c.process(f)
 		}
-		if err != nil && !c.readError(err, fh.Type) {
+		if err != nil && !c.readError(err, fh) {
 			return
 		}
 	}
@@ -348,18 +388,25 @@ func (c *conn) finish(st *stream, reset bool) {
 	}
 }
 
-// readError handles an error of reading or processing a frame of type
-// t: it reports true when the connection goes on (a stream error,
-// §5.4.2).
-func (c *conn) readError(err error, t http2.FrameType) bool {
+// readError handles an error of reading or processing the frame whose
+// header is fh: it reports true when the connection goes on (a stream
+// error, §5.4.2).
+func (c *conn) readError(err error, fh http2.FrameHeader) bool {
+	if fh.Type == http2.FrameHeaders && fh.StreamID%2 == 1 {
+		// A request whose HEADERS failed still opened its stream (§5.1.1),
+		// also when the failure is the connection's (a field over
+		// --http2-max-headers-size: COMPRESSION_ERROR from the Framer, a
+		// CONTINUATION flood): the GOAWAY names it as acted on (§6.8),
+		// not as unprocessed and safe to retry (§8.7).
+		c.mu.Lock()
+		c.maxID = max(c.maxID, fh.StreamID)
+		c.mu.Unlock()
+	}
 	var se http2.StreamError
 	var ce http2.ConnectionError
 	switch {
 	case errors.As(err, &se):
 		c.mu.Lock()
-		if t == http2.FrameHeaders && se.StreamID%2 == 1 && se.StreamID > c.maxID {
-			c.maxID = se.StreamID // a malformed request still opened it
-		}
 		if st := c.streams[se.StreamID]; st != nil {
 			c.resetLocked(st, se.Code)
 		} else {
@@ -372,6 +419,9 @@ func (c *conn) readError(err error, t http2.FrameType) bool {
 		c.connError(http2.ErrCode(ce), "")
 	case errors.Is(err, http2.ErrFrameTooLarge):
 		c.connError(http2.ErrCodeFrameSize, "")
+	case errors.Is(err, errBlockTooLong):
+		c.srv.log.Debug("http2: field block too long: closing", "remote", c.nc.RemoteAddr())
+		c.connError(http2.ErrCodeEnhanceYourCalm, "")
 	case errors.Is(err, os.ErrDeadlineExceeded), errors.Is(err, io.EOF), errors.Is(err, net.ErrClosed):
 	default:
 		c.srv.log.Debug("http2: read failed", "remote", c.nc.RemoteAddr(), "err", err)
@@ -501,12 +551,13 @@ func (c *conn) teardown() {
 	if c.kaTimer != nil {
 		c.kaTimer.Stop()
 	}
-	c.mu.Unlock()
-	c.wg.Wait()
-	c.mu.Lock()
-	c.flushLocked()
 	werr := c.werr
 	c.mu.Unlock()
+	// The connection closes before the handlers are waited for: after a
+	// connection error's GOAWAY "the endpoint MUST close the TCP
+	// connection" (§5.4.1), and a handler still running (an app that does
+	// not return at once) kept it open, frames after the GOAWAY included.
+	// Every stream has failed: what a handler writes now goes nowhere.
 	if werr == nil {
 		// Linger: read (and drop) what the client still sends, briefly.
 		if cw, ok := c.nc.(interface{ CloseWrite() error }); ok {
@@ -516,6 +567,7 @@ func (c *conn) teardown() {
 		io.CopyN(io.Discard, c.br, maxLingerBytes)
 	}
 	c.nc.Close()
+	c.wg.Wait()
 }
 
 // startTimers arms the idle timeout and the keep-alive PING.

@@ -532,6 +532,74 @@ func TestContinuationFlood(t *testing.T) {
 	}
 }
 
+// Empty CONTINUATION frames add nothing to the header list, so x/net's
+// size checks never end the block: the block's bytes are bounded
+// (blockSlack) and the connection gets GOAWAY ENHANCE_YOUR_CALM. It read
+// them until the idle timeout.
+func TestEmptyContinuationFlood(t *testing.T) {
+	var calls atomic.Int32
+	addr := serve(t, h2.Config{MaxHeadersSize: 16 << 10, IdleTimeout: time.Minute}, func(w *http1.ResponseWriter, r *http1.Request) {
+		calls.Add(1)
+		w.WriteSimple(200, "text/plain", []byte("ok"), nil)
+	})
+	rc := dial(t, addr)
+	rc.fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: rc.block("GET", "/"), EndStream: true})
+	var sent atomic.Int64
+	go func() {
+		for sent.Load() < 1<<20 { // frames, 9 MiB
+			for range 1000 {
+				rc.fr.WriteContinuation(1, false, nil)
+			}
+			if rc.bw.Flush() != nil {
+				return
+			}
+			sent.Add(1000)
+		}
+	}()
+	rc.c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	var goaway http2.ErrCode = 999
+	for {
+		f, err := rc.fr.ReadFrame()
+		if err != nil {
+			break
+		}
+		if g, ok := f.(*http2.GoAwayFrame); ok {
+			goaway = g.ErrCode
+			break
+		}
+	}
+	if goaway != http2.ErrCodeEnhanceYourCalm {
+		t.Errorf("empty CONTINUATION flood: GOAWAY %v after %d frames; want ENHANCE_YOUR_CALM", goaway, sent.Load())
+	}
+	if calls.Load() != 0 {
+		t.Error("the handler ran")
+	}
+}
+
+// A field longer than SETTINGS_MAX_HEADER_LIST_SIZE is a connection
+// error (the Framer's COMPRESSION_ERROR), and the GOAWAY names the stream
+// as acted on (RFC 9113 §6.8), not with last-stream-id 0, which tells
+// the client it was not processed and may be retried (§8.7).
+func TestOversizedFieldGoAwayNamesStream(t *testing.T) {
+	addr := serve(t, h2.Config{MaxHeadersSize: 16 << 10}, echoHandler)
+	rc := dial(t, addr)
+	rc.headers(1, true, rc.block("GET", "/", "x-big", strings.Repeat("a", 20<<10)))
+	rc.flush()
+	rc.c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	for {
+		f, err := rc.fr.ReadFrame()
+		if err != nil {
+			t.Fatalf("no GOAWAY: %v", err)
+		}
+		if g, ok := f.(*http2.GoAwayFrame); ok {
+			if g.LastStreamID != 1 {
+				t.Errorf("GOAWAY %v last-stream-id %d; want 1", g.ErrCode, g.LastStreamID)
+			}
+			return
+		}
+	}
+}
+
 // HPACK bomb: a small block that decodes to a huge field section (one
 // dynamic-table entry indexed many times) is refused (431) or ends the
 // connection; the handler never sees it.

@@ -6,7 +6,9 @@
 //
 // The connection state machine is ours; framing (http2.Framer, which
 // also joins CONTINUATION frames and checks pseudo-header order and
-// field-name case) and HPACK come from golang.org/x/net/http2.
+// field-name case) and HPACK come from golang.org/x/net/http2. The
+// Framer reads through blockReader, which bounds a field block's bytes
+// (blockSlack): the Framer counts no empty CONTINUATION frame.
 //
 // # Life of a connection
 //

@@ -342,12 +342,13 @@ func (w *ResponseWriter) SendFile(f *os.File, offset, n int64) (int64, error) {
 
 // Short reports whether the body written so far falls short of the
 // Content-Length given to WriteHead, with both counts in bytes; never for a
-// response that carries no body (HEAD, 204, 304). finish closes such a
-// connection; a handler calls Short after its last write to report it
-// (PEP 3333: "the server should close the connection and log or otherwise
-// report the error").
+// response that carries no body (HEAD, 204, 304), and never after a write
+// failed (ErrClientGone: the client left, an HTTP/2 stream reset; the app
+// did not fall short). finish closes such a connection; a handler calls
+// Short after its last write to report it (PEP 3333: "the server should
+// close the connection and log or otherwise report the error").
 func (w *ResponseWriter) Short() (declared, written int64, short bool) {
-	return w.declared, w.written, w.started && !w.noBody && w.declared >= 0 && w.written < w.declared
+	return w.declared, w.written, w.started && !w.noBody && w.err == nil && w.declared >= 0 && w.written < w.declared
 }
 
 // finish completes the response after the handler returned: the chunked
@@ -497,9 +498,11 @@ func (w *ResponseWriter) WriteEarlyHints(header []byte) error {
 // header is a block of "Name: value\r\n" lines, validated by the caller,
 // without framing fields. It is sent after the body: by the last-chunk of
 // a chunked HTTP/1.1 body (RFC 9112 §7.1.2), as a HEADERS frame ending an
-// HTTP/2 stream (RFC 9113 §8.1). A response framed otherwise (a
-// Content-Length, HTTP/1.0, no body, HTTP/3) has nowhere to carry them:
-// they are dropped. Call it after the last Write. Errors: ErrClientGone.
+// HTTP/2 or HTTP/3 stream (RFC 9113 §8.1, RFC 9114 §4.1; without the
+// connection-specific fields, RFC 9113 §8.2.2). A response framed
+// otherwise (a Content-Length, HTTP/1.0, no body) has nowhere to carry
+// them: they are dropped. Call it after the last Write. Errors:
+// ErrClientGone.
 func (w *ResponseWriter) WriteTrailers(header []byte) error {
 	if !w.started || w.noBody || len(header) == 0 {
 		return nil

@@ -348,9 +348,14 @@ func (st *stream) build() *protoError {
 
 // hopByHop reports the connection-specific fields an HTTP/2 response must
 // not carry (RFC 9113 §8.2.2: "An endpoint MUST NOT generate an HTTP/2
-// message containing connection-specific header fields").
+// message containing connection-specific header fields", naming
+// Connection, Proxy-Connection, Keep-Alive, TE, Transfer-Encoding and
+// Upgrade; TE "MAY be present in an HTTP/2 request" only). A client
+// treats a response with one as malformed (curl: PROTOCOL_ERROR).
 func hopByHop(name []byte) bool {
 	switch len(name) {
+	case 2:
+		return equalFoldString(name, "te")
 	case 7:
 		return equalFoldString(name, "upgrade")
 	case 10:
@@ -581,7 +586,8 @@ func (st *stream) writeTrailers(w *ResponseWriter, header []byte) error {
 }
 
 // headerFields splits "Name: value\r\n" lines into fields, names
-// lowercased (RFC 9113 §8.2.1).
+// lowercased (RFC 9113 §8.2.1), without the connection-specific ones
+// (hopByHop, §8.2.2: trailers and 1xx heads carry none either).
 func headerFields(header []byte) []Field {
 	var fs []Field
 	for block := header; len(block) > 0; {
@@ -592,7 +598,7 @@ func headerFields(header []byte) []Field {
 			block = nil
 		}
 		colon := bytes.IndexByte(line, ':')
-		if colon <= 0 {
+		if colon <= 0 || hopByHop(line[:colon]) {
 			continue
 		}
 		fs = append(fs, Field{Name: bytes.ToLower(line[:colon]), Value: trimOWS(line[colon+1:])})
