@@ -397,6 +397,12 @@ func TestProxy_HeaderWithoutFlag(t *testing.T) {
 			t.Errorf("%q: got %q, want a 400 naming the PROXY protocol header", raw[:12], out)
 		}
 	}
+	// The worker's log reaches the master's through a pipe: wait for it.
+	warned := func(rec map[string]any) bool {
+		m, _ := rec["msg"].(string)
+		return strings.Contains(m, "--proxy-protocol is off")
+	}
+	waitLogRecords(s.Logs, 5*time.Second, warned)
 	if n := strings.Count(s.Logs(), "--proxy-protocol is off"); n != 1 {
 		t.Errorf("%d warnings naming --proxy-protocol, want 1 (at most one a second):\n%s", n, s.Logs())
 	}
@@ -414,7 +420,7 @@ func TestProxy_HeaderWithoutFlag(t *testing.T) {
 			t.Errorf("TLS, %q: got %q, want a 400 naming the PROXY protocol header", raw[:12], out)
 		}
 	}
-	if !strings.Contains(s.Logs(), "--proxy-protocol is off") {
+	if len(waitLogRecords(s.Logs, 5*time.Second, warned)) == 0 {
 		t.Errorf("TLS: no warning naming --proxy-protocol:\n%s", s.Logs())
 	}
 }
