@@ -38,6 +38,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"os"
@@ -611,12 +612,36 @@ func vmRSSKB(t testing.TB, pid int) int64 {
 }
 
 // freePort returns a TCP port free at the time of the call.
+//
+// The port is below the kernel's ephemeral range
+// (net.ipv4.ip_local_port_range), so a listener the server binds to port
+// 0 (the admin listener, a worker's) cannot be handed the same port before
+// the test uses it (CI: pebble's http-01 validation reached the admin
+// listener that had been given the challenge port). Free for TCP and UDP.
 func freePort(t *testing.T) int {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	low := 32768
+	if b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range"); err == nil {
+		if f := strings.Fields(string(b)); len(f) == 2 {
+			if n, err := strconv.Atoi(f[0]); err == nil && n > 11000 {
+				low = n
+			}
+		}
 	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port
+	for i := 0; i < 1000; i++ {
+		port := 10000 + rand.IntN(low-10000)
+		ln, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", port))
+		if err != nil {
+			continue
+		}
+		pc, err := net.ListenPacket("udp", fmt.Sprintf("127.0.0.1:%d", port))
+		ln.Close()
+		if err != nil {
+			continue
+		}
+		pc.Close()
+		return port
+	}
+	t.Fatal("no free port below the ephemeral range")
+	return 0
 }

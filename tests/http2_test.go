@@ -554,7 +554,7 @@ func TestHTTP2_ConnectionErrorCloses(t *testing.T) {
 	}
 	fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: hb.Bytes(), EndStream: true, EndHeaders: true})
 	bw.Flush()
-	time.Sleep(300 * time.Millisecond)  // the app sleeps its 2 s
+	time.Sleep(300 * time.Millisecond) // the app sleeps its 2 s
 	fr.AllowIllegalWrites = true
 	fr.WriteData(0, false, []byte("x")) // DATA on stream 0: PROTOCOL_ERROR (§6.1)
 	bw.Flush()
