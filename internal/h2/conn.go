@@ -120,11 +120,16 @@ type conn struct {
 	// each waiting on its channel (runStreams): a new stream goes to the
 	// last one parked rather than to a new goroutine, whose stack would
 	// grow again on the way down to the app (runtime.newstack was 6–12 %
-	// of the worker's CPU at 1 connection × 100 streams). At most
-	// MaxConcurrentStreams goroutines exist per connection (running +
-	// parked), at most running + parkSpare of them parked (next); teardown
-	// ends the parked ones.
+	// of the worker's CPU at 1 connection × 100 streams, 4–5 % at 64
+	// connections × 10 streams while goroutines past running+parkSpare
+	// were ended at once). At most MaxConcurrentStreams goroutines exist
+	// per connection (running + parked); those parked past running +
+	// parkSpare are ended parkLinger after the first of them parked
+	// (trimParked), so a client's steady concurrency keeps its goroutines
+	// and a burst's goroutines do not outlive it; teardown ends the parked
+	// ones.
 	parked []chan *stream
+	trim   *time.Timer // trimParked, armed while parked > running+parkSpare
 	// flushOwed: a goroutine has bytes in bw to send and has yielded
 	// (flushSoon); it flushes when it runs again, so another writer need
 	// not.
@@ -339,27 +344,43 @@ func (c *conn) next(ch chan *stream) *stream {
 		}
 	}
 	c.running--
-	if c.gone || len(c.parked) >= c.running+parkSpare {
+	if c.gone {
 		close(ch)
 	} else {
 		c.parked = append(c.parked, ch)
-	}
-	// Fewer streams running than before: end the parked goroutines past
-	// the bound, oldest first.
-	for len(c.parked) > c.running+parkSpare {
-		close(c.parked[0])
-		c.parked[0] = nil
-		c.parked = c.parked[1:]
+		if len(c.parked) > c.running+parkSpare && c.trim == nil {
+			c.trim = time.AfterFunc(parkLinger, c.trimParked)
+		}
 	}
 	c.maybeCloseLocked()
 	return nil
 }
 
-// parkSpare bounds the parked handler goroutines of a connection to the
-// streams it is serving plus parkSpare: a burst of 100 streams followed by
-// one long-lived stream (a WebSocket over HTTP/2, an event stream) keeps
-// 1 + parkSpare goroutines, not 100, for the life of the connection.
+// parkSpare bounds the parked handler goroutines a connection keeps past
+// parkLinger to the streams it is serving plus parkSpare: a burst of 100
+// streams followed by one long-lived stream (a WebSocket over HTTP/2, an
+// event stream) keeps 1 + parkSpare goroutines, not 100, for the life of
+// the connection.
 const parkSpare = 4
+
+// parkLinger is how long goroutines parked past running+parkSpare wait
+// for a stream before trimParked ends them: longer than the gaps of a
+// client that keeps a steady number of streams open (h2load -m 10, a
+// browser loading a page), shorter than an idle connection's life.
+const parkLinger = time.Second
+
+// trimParked ends the parked goroutines past running+parkSpare, oldest
+// first (the timer of next).
+func (c *conn) trimParked() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.trim = nil
+	for len(c.parked) > c.running+parkSpare {
+		close(c.parked[0])
+		c.parked[0] = nil
+		c.parked = c.parked[1:]
+	}
+}
 
 // finish ends st after its handler returned: RST_STREAM INTERNAL_ERROR
 // when reset, else END_STREAM if not sent yet; a request still open then
@@ -544,6 +565,10 @@ func (c *conn) teardown() {
 		close(ch)
 	}
 	c.parked = nil
+	if c.trim != nil {
+		c.trim.Stop()
+		c.trim = nil
+	}
 	c.flushLocked()
 	if c.idleTimer != nil {
 		c.idleTimer.Stop()

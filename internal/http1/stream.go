@@ -147,7 +147,8 @@ type stream struct {
 	watchDone chan struct{} // closed when the watcher exited
 	buf       []byte        // scratch for SendFile
 	fields    []Field       // response fields (writeHead)
-	lower     []byte        // lowercased response names (writeHead)
+	lower     []byte        // lowercased response names, response values made here (writeHead)
+	header    []Field       // request fields (build): req.Header's array
 }
 
 var streamPool = sync.Pool{New: func() any { return new(stream) }}
@@ -159,8 +160,11 @@ var streamPool = sync.Pool{New: func() any { return new(stream) }}
 func (h *StreamHandler) ServeStream(bk Stream, head *StreamHead) (reset bool) {
 	st := streamPool.Get().(*stream)
 	reset = st.serve(h, bk, head)
-	buf, fields, lower := st.buf, st.fields[:0], st.lower[:0]
-	*st = stream{buf: buf, fields: fields, lower: lower}
+	// The scratch slices and the address text outlive the stream in the
+	// pool: a stream from it allocates none of them again, and formats
+	// the addresses only for another connection (Request.Addrs).
+	buf, fields, lower, header, addrs := st.buf, st.fields[:0], st.lower[:0], st.header[:0], st.addrs
+	*st = stream{buf: buf, fields: fields, lower: lower, header: header, addrs: addrs}
 	streamPool.Put(st)
 	return reset
 }
@@ -328,9 +332,9 @@ func (st *stream) build() *protoError {
 			return errFieldValue
 		}
 	}
-	r.Header = make([]Field, 0, 1+len(hd.Header))
-	r.Header = append(r.Header, Field{Name: []byte("host"), Value: r.Host})
+	r.Header = append(st.header[:0], Field{Name: nameHost, Value: r.Host})
 	r.Header = append(r.Header, hd.Header...)
+	st.header = r.Header
 
 	r.ContentLength = hd.ContentLength
 	switch {
@@ -383,17 +387,25 @@ func (st *stream) writeHead(w *ResponseWriter, status int, contentType string, h
 	if !st.s.NoDateHeader {
 		fs = append(fs, Field{Name: nameDate, Value: httpDate()})
 	}
-	if s := st.s.ServerHeader; s != "" && !hasField(header, "server") {
-		fs = append(fs, Field{Name: nameServer, Value: []byte(s)})
+	// Names are lowercased into low, and the values made here appended to
+	// it; it must not move while fs points into it: grow it first.
+	server := st.s.ServerHeader
+	if server != "" && hasField(header, "server") {
+		server = ""
 	}
-	if contentType != "" {
-		fs = append(fs, Field{Name: nameContentType, Value: []byte(contentType)})
-	}
-	// Names are lowercased into low, which must not move while fs points
-	// into it: grow it first.
-	need := len(st.s.ExtraHeader) + len(header)
+	need := len(st.s.ExtraHeader) + len(header) + len(server) + len(contentType) + 20
 	if cap(low) < need {
 		low = make([]byte, 0, need)
+	}
+	if server != "" {
+		start := len(low)
+		low = append(low, server...)
+		fs = append(fs, Field{Name: nameServer, Value: low[start:len(low):len(low)]})
+	}
+	if contentType != "" {
+		start := len(low)
+		low = append(low, contentType...)
+		fs = append(fs, Field{Name: nameContentType, Value: low[start:len(low):len(low)]})
 	}
 	for _, block := range [2][]byte{st.s.ExtraHeader, header} {
 		for len(block) > 0 {
@@ -420,7 +432,9 @@ func (st *stream) writeHead(w *ResponseWriter, status int, contentType string, h
 	w.noBody = st.req.isHead() || status == 204 || status == 304
 	if n >= 0 && status != 204 && status != 304 {
 		w.declared = n
-		fs = append(fs, Field{Name: nameContentLength, Value: strconv.AppendInt(nil, n, 10)})
+		start := len(low)
+		low = strconv.AppendInt(low, n, 10) // within need's 20 bytes
+		fs = append(fs, Field{Name: nameContentLength, Value: low[start:len(low):len(low)]})
 	}
 	st.fields, st.lower = fs, low
 	end := w.noBody || w.declared == 0
@@ -433,6 +447,7 @@ func (st *stream) writeHead(w *ResponseWriter, status int, contentType string, h
 
 var (
 	crlf              = []byte("\r\n")
+	nameHost          = []byte("host")
 	nameDate          = []byte("date")
 	nameServer        = []byte("server")
 	nameContentType   = []byte("content-type")
