@@ -137,6 +137,16 @@ def start_redis(host, port, log_path, extra=()):
 
 # ---------------------------------------------------------------- a run
 
+def preflight(tools, who, venv):
+    """SystemExit unless every one of tools is on PATH ("who needs ...")
+    and venv is a virtualenv."""
+    for tool in tools:
+        if subprocess.run(["which", tool], capture_output=True).returncode:
+            raise SystemExit("%s needs %s" % (who, tool))
+    if not os.path.exists(os.path.join(venv, "bin", "python")):
+        raise SystemExit("--venv %s: no such virtualenv (bench/setup.sh makes it)" % venv)
+
+
 def on_signal(signum, frame):
     raise KeyboardInterrupt("signal %d" % signum)
 

@@ -566,11 +566,8 @@ def main():
     only = [x for x in a.only.split(",") if x]
     if set(only) - {"http", "ws", "redis"}:
         raise SystemExit("--only: http, ws, redis")
-    for tool in ("haproxy", "redis-server", "redis-benchmark", "redis-cli", "wrk", "go"):
-        if subprocess.run(["which", tool], capture_output=True).returncode:
-            raise SystemExit("bench/cluster/parts.py needs %s" % tool)
-    if not os.path.exists(os.path.join(a.venv, "bin", "python")):
-        raise SystemExit("--venv %s: no such virtualenv (bench/setup.sh makes it)" % a.venv)
+    C.preflight(("haproxy", "redis-server", "redis-benchmark", "redis-cli", "wrk", "go"), "bench/cluster/parts.py",
+                a.venv)
 
     C.catch_signals()
     os.makedirs(a.out, exist_ok=True)

@@ -594,11 +594,7 @@ def main():
         return
     if os.geteuid() != 0:
         raise SystemExit("bench/cluster needs root (network namespaces)")
-    for tool in ("ip", "haproxy", "redis-server", "redis-cli", "wrk", "go"):
-        if subprocess.run(["which", tool], capture_output=True).returncode:
-            raise SystemExit("bench/cluster needs %s" % tool)
-    if not os.path.exists(os.path.join(a.venv, "bin", "python")):
-        raise SystemExit("--venv %s: no such virtualenv (bench/setup.sh makes it)" % a.venv)
+    C.preflight(("ip", "haproxy", "redis-server", "redis-cli", "wrk", "go"), "bench/cluster", a.venv)
 
     C.catch_signals()
     os.makedirs(a.out, exist_ok=True)
