@@ -135,6 +135,23 @@ def start_redis(host, port, log_path, extra=()):
     return p
 
 
+# ---------------------------------------------------------------- processes
+
+def term_group(p, timeout):
+    """SIGTERM to the process group p leads (start_new_session) if p
+    still runs, then up to timeout s for p to exit; what still runs then
+    is the caller's to kill."""
+    if p.poll() is None:
+        try:
+            os.killpg(p.pid, signal.SIGTERM)
+        except ProcessLookupError:
+            pass
+        try:
+            p.wait(timeout)
+        except subprocess.TimeoutExpired:
+            pass
+
+
 # ---------------------------------------------------------------- a run
 
 def preflight(tools, who, venv):

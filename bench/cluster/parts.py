@@ -144,15 +144,7 @@ def stop(p, timeout=10):
     """SIGTERM to p's process group, SIGKILL after timeout s; forgotten."""
     if p is None:
         return
-    if p.poll() is None:
-        try:
-            os.killpg(p.pid, signal.SIGTERM)
-        except ProcessLookupError:
-            pass
-        try:
-            p.wait(timeout)
-        except subprocess.TimeoutExpired:
-            pass
+    C.term_group(p, timeout)
     try:
         os.killpg(p.pid, signal.SIGKILL)  # workers left in the group
     except (ProcessLookupError, PermissionError):

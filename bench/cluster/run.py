@@ -241,15 +241,7 @@ class Cluster:
 
     def stop_hosts(self):
         for i, (proc, log) in list(self.hosts.items()):
-            if proc.poll() is None:
-                try:
-                    os.killpg(proc.pid, signal.SIGTERM)
-                except ProcessLookupError:
-                    pass
-                try:
-                    proc.wait(15)
-                except subprocess.TimeoutExpired:
-                    pass
+            C.term_group(proc, 15)
             # the workers have process groups of their own: whatever still
             # runs in the namespace is one of ours
             for pid in ns_pids(self.ns(i)):
