@@ -154,6 +154,15 @@ def term_group(p, timeout):
 
 # ---------------------------------------------------------------- a run
 
+def add_run_args(p):
+    """The options every cluster bench takes (argparse parser p): --venv,
+    --turnstile-bin, --out, --note."""
+    p.add_argument("--venv", default=os.environ.get("BENCH_VENV") or T.default_venv())
+    p.add_argument("--turnstile-bin", default=os.environ.get("TURNSTILE_BIN") or os.path.join(ROOT, "bin", "turnstile"))
+    p.add_argument("--out", default=T.RESULTS)
+    p.add_argument("--note", default="", help="a line for the meta (e.g. what else runs on the machine)")
+
+
 def preflight(tools, who, venv):
     """SystemExit unless every one of tools is on PATH ("who needs ...")
     and venv is a virtualenv."""

@@ -550,10 +550,7 @@ def main():
     p.add_argument("--subs", default="0,6,60,600", help="subscribed connections per point (redis)")
     p.add_argument("--publishes", type=int, default=200000, help="PUBLISHes per point (redis), at most")
     p.add_argument("--deliveries", type=int, default=2400000, help="publishes x S per point (redis), at most")
-    p.add_argument("--venv", default=os.environ.get("BENCH_VENV") or T.default_venv())
-    p.add_argument("--turnstile-bin", default=os.environ.get("TURNSTILE_BIN") or os.path.join(ROOT, "bin", "turnstile"))
-    p.add_argument("--out", default=T.RESULTS)
-    p.add_argument("--note", default="", help="a line for the meta (e.g. what else runs on the machine)")
+    C.add_run_args(p)
     a = p.parse_args()
     only = [x for x in a.only.split(",") if x]
     if set(only) - {"http", "ws", "redis"}:

@@ -76,7 +76,7 @@ import time
 import urllib.request
 
 import common as C  # bench/cluster/common.py, beside this file
-from common import BENCH, EXAMPLE, ROOT, R, T, machine_busy
+from common import BENCH, EXAMPLE, R, T, machine_busy
 
 WORK = T.WORK
 APPS = os.path.join(BENCH, "apps")
@@ -568,10 +568,7 @@ def main():
     p.add_argument("--http-conns", type=int, default=32, help="wrk's connections")
     p.add_argument("--workers", type=int, default=2, help="turnstile --workers per host (the example's 2)")
     p.add_argument("--cpu-iters", type=int, default=3000, help="rooms_site.cpu_work's rounds per key press")
-    p.add_argument("--venv", default=os.environ.get("BENCH_VENV") or T.default_venv())
-    p.add_argument("--turnstile-bin", default=os.environ.get("TURNSTILE_BIN") or os.path.join(ROOT, "bin", "turnstile"))
-    p.add_argument("--out", default=T.RESULTS)
-    p.add_argument("--note", default="", help="a line for the meta (e.g. what else runs on the machine)")
+    C.add_run_args(p)
     p.add_argument("--summarize", metavar="CSV", help="only rewrite CSV's .md from its rows")
     a = p.parse_args()
     hosts = [int(x) for x in a.hosts.split(",") if x]
