@@ -5,12 +5,10 @@ package tests
 // 9110 §15.2).
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"crypto/tls"
 	"io"
-	"net"
 	"net/http"
 	"net/http/httptrace"
 	"net/textproto"
@@ -61,22 +59,11 @@ func testEarlyHintsHTTP1(t *testing.T, app string) {
 // the decoded header blocks of the response, in order, and the body.
 func h2Exchange(t *testing.T, addr, path string) ([][]hpack.HeaderField, string) {
 	t.Helper()
-	c, err := net.DialTimeout("tcp", addr, 10*time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	c.SetDeadline(time.Now().Add(10 * time.Second))
-	bw := bufio.NewWriter(c)
-	fr := http2.NewFramer(bw, c)
-	bw.WriteString(http2.ClientPreface)
-	fr.WriteSettings()
-	var hb bytes.Buffer
-	enc := hpack.NewEncoder(&hb)
-	for _, f := range [][2]string{{":method", "GET"}, {":scheme", "http"}, {":path", path}, {":authority", "localhost"}} {
-		enc.WriteField(hpack.HeaderField{Name: f[0], Value: f[1]})
-	}
-	fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: hb.Bytes(), EndStream: true, EndHeaders: true})
+	h := dialRawH2(t, addr)
+	bw, fr := h.bw, h.fr
+	h.c.SetDeadline(time.Now().Add(10 * time.Second))
+	block := hpackBlock([][2]string{{":method", "GET"}, {":scheme", "http"}, {":path", path}, {":authority", "localhost"}})
+	fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: block, EndStream: true, EndHeaders: true})
 	if err := bw.Flush(); err != nil {
 		t.Fatal(err)
 	}

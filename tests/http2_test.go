@@ -80,6 +80,44 @@ func h2TLSConn(t testing.TB, addr string, p *testPKI) *http2.ClientConn {
 	return cc
 }
 
+// rawH2 is a client connection driven frame by frame, for what Go's
+// client will not send: c is the TCP connection (closed at the test's
+// cleanup), fr writes into bw, a 64 KiB buffer the test flushes, and reads
+// from c.
+type rawH2 struct {
+	c  net.Conn
+	bw *bufio.Writer
+	fr *http2.Framer
+}
+
+// dialRawH2 dials addr over TCP with prior knowledge (no TLS) and buffers
+// the client connection preface and an empty SETTINGS frame (RFC 9113
+// §3.4); nothing is flushed yet.
+func dialRawH2(t testing.TB, addr string) rawH2 {
+	t.Helper()
+	c, err := net.DialTimeout("tcp", addr, 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	h := rawH2{c: c, bw: bufio.NewWriterSize(c, 64<<10)}
+	h.fr = http2.NewFramer(h.bw, c)
+	h.bw.WriteString(http2.ClientPreface)
+	h.fr.WriteSettings()
+	return h
+}
+
+// hpackBlock returns the field block (RFC 7541) that encodes fields, name
+// and value pairs in order, with a fresh encoder.
+func hpackBlock(fields [][2]string) []byte {
+	var hb bytes.Buffer
+	enc := hpack.NewEncoder(&hb)
+	for _, f := range fields {
+		enc.WriteField(hpack.HeaderField{Name: f[0], Value: f[1]})
+	}
+	return hb.Bytes()
+}
+
 // do sends a request on cc and returns the status, header and body.
 func do(t testing.TB, cc *http2.ClientConn, method, url string, body []byte) (int, http.Header, []byte) {
 	t.Helper()
@@ -436,21 +474,10 @@ func TestHTTP2_WSGIResetIsNotShortBody(t *testing.T) {
 // is served meanwhile, and a large honest block still is.
 func TestHTTP2_EmptyContinuationFlood(t *testing.T) {
 	s := Start(t, "--timeout-keep-alive", "60", "h2_wsgi:app")
-	c, err := net.DialTimeout("tcp", s.Addr, 10*time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	bw := bufio.NewWriterSize(c, 64<<10)
-	fr := http2.NewFramer(bw, c)
-	bw.WriteString(http2.ClientPreface)
-	fr.WriteSettings()
-	var hb bytes.Buffer
-	enc := hpack.NewEncoder(&hb)
-	for _, f := range [][2]string{{":method", "GET"}, {":scheme", "http"}, {":path", "/"}, {":authority", "localhost"}} {
-		enc.WriteField(hpack.HeaderField{Name: f[0], Value: f[1]})
-	}
-	fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: hb.Bytes(), EndStream: true})
+	h := dialRawH2(t, s.Addr)
+	c, bw, fr := h.c, h.bw, h.fr
+	block := hpackBlock([][2]string{{":method", "GET"}, {":scheme", "http"}, {":path", "/"}, {":authority", "localhost"}})
+	fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: block, EndStream: true})
 	go func() {
 		for range 1000 { // 1000 × 1000 frames, 9 MB
 			for range 1000 {
@@ -493,21 +520,9 @@ func TestHTTP2_EmptyContinuationFlood(t *testing.T) {
 // processed, retry it" (§8.7).
 func TestHTTP2_OversizedFieldGoAway(t *testing.T) {
 	s := Start(t, "h2_wsgi:app")
-	c, err := net.DialTimeout("tcp", s.Addr, 10*time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	bw := bufio.NewWriterSize(c, 64<<10)
-	fr := http2.NewFramer(bw, c)
-	bw.WriteString(http2.ClientPreface)
-	fr.WriteSettings()
-	var hb bytes.Buffer
-	enc := hpack.NewEncoder(&hb)
-	for _, f := range [][2]string{{":method", "GET"}, {":scheme", "http"}, {":path", "/"}, {":authority", "localhost"}, {"x-big", strings.Repeat("a", 70000)}} {
-		enc.WriteField(hpack.HeaderField{Name: f[0], Value: f[1]})
-	}
-	block := hb.Bytes()
+	h := dialRawH2(t, s.Addr)
+	c, bw, fr := h.c, h.bw, h.fr
+	block := hpackBlock([][2]string{{":method", "GET"}, {":scheme", "http"}, {":path", "/"}, {":authority", "localhost"}, {"x-big", strings.Repeat("a", 70000)}})
 	for off := 0; off < len(block); off += 16384 {
 		frag, end := block[off:min(off+16384, len(block))], off+16384 >= len(block)
 		if off == 0 {
@@ -538,21 +553,10 @@ func TestHTTP2_OversizedFieldGoAway(t *testing.T) {
 // open until the app returned (here 2 s), then sent the stream's frames.
 func TestHTTP2_ConnectionErrorCloses(t *testing.T) {
 	s := Start(t, "h2_wsgi:app")
-	c, err := net.DialTimeout("tcp", s.Addr, 10*time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	bw := bufio.NewWriterSize(c, 64<<10)
-	fr := http2.NewFramer(bw, c)
-	bw.WriteString(http2.ClientPreface)
-	fr.WriteSettings()
-	var hb bytes.Buffer
-	enc := hpack.NewEncoder(&hb)
-	for _, f := range [][2]string{{":method", "GET"}, {":scheme", "http"}, {":path", "/slow"}, {":authority", "localhost"}} {
-		enc.WriteField(hpack.HeaderField{Name: f[0], Value: f[1]})
-	}
-	fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: hb.Bytes(), EndStream: true, EndHeaders: true})
+	h := dialRawH2(t, s.Addr)
+	c, bw, fr := h.c, h.bw, h.fr
+	block := hpackBlock([][2]string{{":method", "GET"}, {":scheme", "http"}, {":path", "/slow"}, {":authority", "localhost"}})
+	fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: block, EndStream: true, EndHeaders: true})
 	bw.Flush()
 	time.Sleep(300 * time.Millisecond) // the app sleeps its 2 s
 	fr.AllowIllegalWrites = true
@@ -762,22 +766,10 @@ func TestHTTP2_StopFinishesInFlightStream(t *testing.T) {
 // to 0.3–0.6 s.)
 func TestHTTP2_RapidReset(t *testing.T) {
 	s := Start(t, "h2_wsgi:app")
-	c, err := net.DialTimeout("tcp", s.Addr, 10*time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	bw := bufio.NewWriterSize(c, 64<<10)
-	fr := http2.NewFramer(bw, c)
-	go io.Copy(io.Discard, c) // the server's SETTINGS and acks
-	bw.WriteString(http2.ClientPreface)
-	fr.WriteSettings()
-	var hb bytes.Buffer
-	enc := hpack.NewEncoder(&hb)
-	for _, f := range [][2]string{{":method", "GET"}, {":scheme", "http"}, {":path", "/rapid"}, {":authority", "localhost"}} {
-		enc.WriteField(hpack.HeaderField{Name: f[0], Value: f[1]})
-	}
-	block := hb.Bytes()
+	h := dialRawH2(t, s.Addr)
+	bw, fr := h.bw, h.fr
+	go io.Copy(io.Discard, h.c) // the server's SETTINGS and acks
+	block := hpackBlock([][2]string{{":method", "GET"}, {":scheme", "http"}, {":path", "/rapid"}, {":authority", "localhost"}})
 
 	cc := h2cConn(t, s.Addr)
 	stop := make(chan struct{})

@@ -54,7 +54,6 @@ redis-server, redis-benchmark, redis-cli, wrk, go.
 """
 
 import argparse
-import csv
 import json
 import os
 import re
@@ -69,16 +68,12 @@ import threading
 import time
 import urllib.request
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-BENCH = os.path.dirname(HERE)
-sys.path.insert(0, BENCH)
-import turnlib as T  # noqa: E402
+import common as C  # bench/cluster/common.py, beside this file
+from common import BENCH, ROOT, R, T, machine_busy
 
-R = T.R
-ROOT, WORK = T.ROOT, T.WORK
+WORK = T.WORK
 HOST = "127.0.0.1"
 CLK = os.sysconf("SC_CLK_TCK")
-EXAMPLE = os.path.join(ROOT, "examples", "cluster")
 HELLO = os.path.join(ROOT, "examples", "hello")
 APPS = os.path.join(BENCH, "apps")
 PAYLOAD = 200
@@ -101,14 +96,6 @@ def ticks(pid):
 def tree_ticks(pid):
     """Ticks of pid and its descendants (turnstile's master and workers)."""
     return R.tree_ticks(R.proc_snapshot(), pid)
-
-
-def machine_busy():
-    """Busy ticks of every core together (/proc/stat "cpu": all but idle
-    and iowait)."""
-    with open("/proc/stat") as f:
-        v = [int(x) for x in f.readline().split()[1:9]]
-    return sum(v) - v[3] - v[4]
 
 
 def vmrss_kib(pid):
@@ -157,15 +144,7 @@ def stop(p, timeout=10):
     """SIGTERM to p's process group, SIGKILL after timeout s; forgotten."""
     if p is None:
         return
-    if p.poll() is None:
-        try:
-            os.killpg(p.pid, signal.SIGTERM)
-        except ProcessLookupError:
-            pass
-        try:
-            p.wait(timeout)
-        except subprocess.TimeoutExpired:
-            pass
+    C.term_group(p, timeout)
     try:
         os.killpg(p.pid, signal.SIGKILL)  # workers left in the group
     except (ProcessLookupError, PermissionError):
@@ -242,15 +221,10 @@ class Turnstile:
 def haproxy_cfg(lb_port, srv_port, admin_port, sock):
     """examples/cluster/haproxy.cfg with loopback addresses and this run's
     ports and socket; nothing else changed."""
-    cfg = open(os.path.join(EXAMPLE, "haproxy.cfg")).read()
     subs = [("bind 10.231.0.1:8080", "bind %s:%d" % (HOST, lb_port)), ("/run/haproxy-cluster.sock", sock),
             ("check port 9191", "check port %d" % admin_port)]
     subs += [("server h%d 10.231.0.1%d:8000" % (i, i), "server h%d %s:%d" % (i, HOST, srv_port)) for i in (1, 2, 3)]
-    for old, new in subs:
-        if old not in cfg:
-            raise SystemExit("examples/cluster/haproxy.cfg has no %r any more: update bench/cluster/parts.py" % old)
-        cfg = cfg.replace(old, new)
-    return cfg
+    return C.haproxy_cfg(subs, "bench/cluster/parts.py")
 
 
 class HAProxy:
@@ -266,45 +240,10 @@ class HAProxy:
         self.log = open(os.path.join(logdir, "haproxy.log"), "a")
         self.proc = spawn(["haproxy", "-f", self.path, "-db"], log=self.log)
         SERVERS.append(self)
-        deadline = time.time() + 10
-        while self.api("show info") is None:
-            if time.time() > deadline or self.proc.poll() is not None:
-                raise RuntimeError("haproxy did not start (%s)" % self.log.name)
-            time.sleep(0.1)
-        for h in ("h2", "h3"):
-            out = self.api("set server turnstile/%s state maint" % h)
-            if out is None or out.strip():
-                raise RuntimeError("set server %s state maint: %r" % (h, out))
-        deadline = time.time() + 20
-        while self.status() != {"h1": "UP", "h2": "MAINT", "h3": "MAINT"}:
-            if time.time() > deadline:
-                raise RuntimeError("HAProxy servers %s, want h1 UP" % self.status())
-            time.sleep(0.1)
+        C.haproxy_ready(self.proc, self.sock, 1, 2, self.log.name)
 
     def api(self, cmd):
-        try:
-            with socket.socket(socket.AF_UNIX) as s:
-                s.settimeout(2)
-                s.connect(self.sock)
-                s.sendall(cmd.encode() + b"\n")
-                out = b""
-                while chunk := s.recv(65536):
-                    out += chunk
-            return out.decode()
-        except OSError:
-            return None
-
-    def status(self):
-        lines = (self.api("show stat") or "").splitlines()
-        if not lines:
-            return {}
-        cols = lines[0].lstrip("# ").split(",")
-        st = {}
-        for line in lines[1:]:
-            f = dict(zip(cols, line.split(",")))
-            if f.get("pxname") == "turnstile" and f.get("svname") in ("h1", "h2", "h3"):
-                st[f["svname"]] = f["status"].split()[0]
-        return st
+        return C.haproxy_api(self.sock, cmd, 2)
 
     def close(self):
         stop(self.proc, 5)
@@ -436,8 +375,7 @@ def subscriber(port, n):
 
 
 def redis_cli(port, *args):
-    return subprocess.run(["redis-cli", "-h", HOST, "-p", str(port)] + list(args), capture_output=True,
-                          text=True).stdout.strip()
+    return C.redis_cli(HOST, port, *args)
 
 
 def redis_point(a, redis, port, r, subs):
@@ -556,29 +494,15 @@ def summarize(rows):
 
 def write_results(a, rows, stamp, started, load_before, interrupted, redis_version, tinfo):
     base = os.path.join(a.out, "cluster-parts-%s" % stamp)
-    with open(base + ".csv", "w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=KEYS, extrasaction="ignore")
-        w.writeheader()
-        w.writerows(rows)
     md = summarize(rows)
-    with open(base + ".md", "w") as f:
-        f.write("# cluster-parts %s\n\n%s" % (stamp, md))
+    C.write_tables(base, KEYS, rows, "cluster-parts " + stamp, md)
     cmds = {}
     for x in rows:
         cmds.setdefault(x["part"], x.get("cmd", ""))
     hello = [a.turnstile_bin, "--venv", a.venv, "--app-dir", HELLO, "--host", HOST, "--port", "PORT", "--admin-bind",
              "%s:ADMIN" % HOST, "--workers", "1", "--proxy-protocol", "--log-level", "warning", "app:app"]
-    lines = [
-        "scenario: what HAProxy and Redis carry per host of examples/cluster (issue 23, docs/scaling.md)",
-        "driver: %s" % shlex.join([sys.executable] + sys.argv),
-        "started: %s   finished: %s%s" % (started, R.utcnow(), ("   INTERRUPTED: " + interrupted) if interrupted else ""),
-        "repo: %s" % R.sh(["git", "-C", ROOT, "describe", "--always", "--dirty"]),
-        "", "## machine",
-        "nproc: %s, model: %s" % (os.cpu_count(), R.cpu_model()),
-        "kernel: %s" % " ".join(os.uname()),
-        "pinning: none (every part on every core), loopback",
-        "loadavg before: %s" % load_before,
-        "loadavg after:  %s" % R.loadavg(),
+    lines = C.meta_head("what HAProxy and Redis carry per host of examples/cluster (issue 23, docs/scaling.md)",
+                        started, interrupted, "none (every part on every core), loopback", load_before) + [
         "", "## versions",
         "python (venv %s): %s" % (a.venv, R.sh([os.path.join(a.venv, "bin", "python"), "-V"])),
         "turnstile: %s" % tinfo,
@@ -607,20 +531,10 @@ def write_results(a, rows, stamp, started, load_before, interrupted, redis_versi
         "--loglevel warning" % HOST,
         "subscriber: %s --subscriber REDIS S" % shlex.join([sys.executable, os.path.abspath(__file__)]),
     ] + ["%s: %s" % kv for kv in cmds.items()]
-    if a.note:
-        lines.append("note: %s" % a.note)
-    lines += ["", "## summary", md]
-    with open(base + ".meta.txt", "w") as f:
-        f.write("\n".join(lines) + "\n")
-    print(md)
-    print("results: %s.{csv,md,meta.txt}" % base)
+    C.write_meta(base, lines, a.note, md)
 
 
 # ---------------------------------------------------------------- main
-
-def on_signal(signum, frame):
-    raise KeyboardInterrupt("signal %d" % signum)
-
 
 def main():
     if len(sys.argv) == 4 and sys.argv[1] == "--subscriber":
@@ -636,23 +550,15 @@ def main():
     p.add_argument("--subs", default="0,6,60,600", help="subscribed connections per point (redis)")
     p.add_argument("--publishes", type=int, default=200000, help="PUBLISHes per point (redis), at most")
     p.add_argument("--deliveries", type=int, default=2400000, help="publishes x S per point (redis), at most")
-    p.add_argument("--venv", default=os.environ.get("BENCH_VENV") or T.default_venv())
-    p.add_argument("--turnstile-bin", default=os.environ.get("TURNSTILE_BIN") or os.path.join(ROOT, "bin", "turnstile"))
-    p.add_argument("--out", default=T.RESULTS)
-    p.add_argument("--note", default="", help="a line for the meta (e.g. what else runs on the machine)")
+    C.add_run_args(p)
     a = p.parse_args()
     only = [x for x in a.only.split(",") if x]
     if set(only) - {"http", "ws", "redis"}:
         raise SystemExit("--only: http, ws, redis")
-    for tool in ("haproxy", "redis-server", "redis-benchmark", "redis-cli", "wrk", "go"):
-        if subprocess.run(["which", tool], capture_output=True).returncode:
-            raise SystemExit("bench/cluster/parts.py needs %s" % tool)
-    if not os.path.exists(os.path.join(a.venv, "bin", "python")):
-        raise SystemExit("--venv %s: no such virtualenv (bench/setup.sh makes it)" % a.venv)
+    C.preflight(("haproxy", "redis-server", "redis-benchmark", "redis-cli", "wrk", "go"), "bench/cluster/parts.py",
+                a.venv)
 
-    signal.signal(signal.SIGINT, on_signal)
-    signal.signal(signal.SIGTERM, on_signal)
-    signal.signal(signal.SIGHUP, on_signal)
+    C.catch_signals()
     os.makedirs(a.out, exist_ok=True)
     os.makedirs(WORK, exist_ok=True)
     a.ws_load = os.path.join(WORK, "ws-load-parts-%d" % os.getpid())
@@ -678,14 +584,8 @@ def main():
     try:
         if "redis" in only:
             rport = R.free_port()
-            rlog = open(os.path.join(logdir, "redis.log"), "a")
-            redis = spawn(["redis-server", "--bind", HOST, "--port", str(rport), "--save", "", "--appendonly", "no",
-                           "--daemonize", "no", "--loglevel", "warning"], log=rlog)
-            deadline = time.time() + 10
-            while redis_cli(rport, "PING") != "PONG":
-                if time.time() > deadline or redis.poll() is not None:
-                    raise SystemExit("redis-server did not start (%s)" % rlog.name)
-                time.sleep(0.1)
+            redis = C.start_redis(HOST, rport, os.path.join(logdir, "redis.log"))
+            RUNNING.append(redis)  # for the teardown
             m = re.search(r"redis_version:(\S+)", redis_cli(rport, "INFO", "server"))
             redis_version = m.group(1) if m else "?"
         tunnels = [int(x) for x in a.tunnels.split(",") if x]
@@ -704,8 +604,7 @@ def main():
         interrupted = "%s: %s" % (type(e).__name__, e)
         raise
     finally:
-        for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):  # a second Ctrl-C cannot cut the teardown
-            signal.signal(sig, signal.SIG_IGN)
+        C.ignore_signals()
         teardown()
         for f in (a.turnstile_bin, a.ws_load):
             try:

@@ -75,15 +75,11 @@ import threading
 import time
 import urllib.request
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-BENCH = os.path.dirname(HERE)
-sys.path.insert(0, BENCH)
-import turnlib as T  # noqa: E402
+import common as C  # bench/cluster/common.py, beside this file
+from common import BENCH, EXAMPLE, R, T, machine_busy
 
-R = T.R
-ROOT, WORK = T.ROOT, T.WORK
+WORK = T.WORK
 APPS = os.path.join(BENCH, "apps")
-EXAMPLE = os.path.join(ROOT, "examples", "cluster")
 CLK = os.sysconf("SC_CLK_TCK")
 TARGET = "rooms_site:application"
 HOST_PORT, ADMIN_PORT = 8000, 9191
@@ -97,14 +93,6 @@ def pid_ticks(pid):
     """utime+stime+cutime+cstime of pid (clock ticks), None if gone."""
     st = R.proc_stat(pid)
     return st[1] if st else None
-
-
-def machine_busy():
-    """Busy ticks of every core together (/proc/stat "cpu": all but idle
-    and iowait)."""
-    with open("/proc/stat") as f:
-        v = [int(x) for x in f.readline().split()[1:9]]
-    return sum(v) - v[3] - v[4]
 
 
 def snapshot(parts):
@@ -205,22 +193,12 @@ class Cluster:
         subprocess.run([os.path.join(EXAMPLE, "netns.sh"), "up", self.tag, self.net, "3"], check=True,
                        capture_output=True)
         self.redis_port = free_port(self.lb_addr)
-        log = open(os.path.join(self.logdir, "redis.log"), "ab")
-        self.redis = subprocess.Popen(
-            ["redis-server", "--bind", self.lb_addr, "--port", str(self.redis_port), "--save", "",
-             "--appendonly", "no", "--protected-mode", "no", "--daemonize", "no", "--loglevel", "warning"],
-            stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-        deadline = time.time() + 10
-        while time.time() < deadline:
-            if self.redis_cli("PING") == "PONG":
-                self.redis_info = self.redis_cli("INFO", "server")
-                return
-            time.sleep(0.1)
-        raise SystemExit("redis-server did not start (%s/redis.log)" % self.logdir)
+        self.redis = C.start_redis(self.lb_addr, self.redis_port, os.path.join(self.logdir, "redis.log"),
+                                   ("--protected-mode", "no"))
+        self.redis_info = self.redis_cli("INFO", "server")
 
     def redis_cli(self, *args):
-        return subprocess.run(["redis-cli", "-h", self.lb_addr, "-p", str(self.redis_port)] + list(args),
-                              capture_output=True, text=True).stdout.strip()
+        return C.redis_cli(self.lb_addr, self.redis_port, *args)
 
     def host_argv(self, i):
         return ["ip", "netns", "exec", self.ns(i), self.a.turnstile_bin, "--venv", self.a.venv,
@@ -263,15 +241,7 @@ class Cluster:
 
     def stop_hosts(self):
         for i, (proc, log) in list(self.hosts.items()):
-            if proc.poll() is None:
-                try:
-                    os.killpg(proc.pid, signal.SIGTERM)
-                except ProcessLookupError:
-                    pass
-                try:
-                    proc.wait(15)
-                except subprocess.TimeoutExpired:
-                    pass
+            C.term_group(proc, 15)
             # the workers have process groups of their own: whatever still
             # runs in the namespace is one of ours
             for pid in ns_pids(self.ns(i)):
@@ -289,13 +259,10 @@ class Cluster:
         """examples/cluster/haproxy.cfg with this run's addresses, port and
         socket (tests/cluster_parts_test.go's substitutions but the check
         timings)."""
-        cfg = open(os.path.join(EXAMPLE, "haproxy.cfg")).read()
         self.lb_port = free_port(self.lb_addr)
-        for old, new in (("bind 10.231.0.1:8080", "bind %s:%d" % (self.lb_addr, self.lb_port)),
-                         ("/run/haproxy-cluster.sock", self.sock), ("10.231.0.", self.net + ".")):
-            if old not in cfg:
-                raise SystemExit("examples/cluster/haproxy.cfg has no %r any more: update bench/cluster/run.py" % old)
-            cfg = cfg.replace(old, new)
+        cfg = C.haproxy_cfg((("bind 10.231.0.1:8080", "bind %s:%d" % (self.lb_addr, self.lb_port)),
+                             ("/run/haproxy-cluster.sock", self.sock), ("10.231.0.", self.net + ".")),
+                            "bench/cluster/run.py")
         path = os.path.join(self.logdir, "haproxy.cfg")
         with open(path, "w") as f:
             f.write(cfg)
@@ -307,24 +274,8 @@ class Cluster:
         log = open(os.path.join(self.logdir, "haproxy.log"), "wb")
         self.haproxy = (subprocess.Popen(["haproxy", "-f", path, "-db"], stdin=subprocess.DEVNULL, stdout=log,
                                          stderr=subprocess.STDOUT, start_new_session=True), log)
-        deadline = time.time() + 10
-        while self.api("show info") is None:
-            if time.time() > deadline or self.haproxy[0].poll() is not None:
-                raise RuntimeError("haproxy did not start (%s/haproxy.log)" % self.logdir)
-            time.sleep(0.1)
-        for i in range(n + 1, 4):  # the hosts not in this point: no traffic, no checks
-            out = self.api("set server turnstile/h%d state maint" % i)
-            if out is None or out.strip():
-                raise RuntimeError("set server h%d state maint: %r" % (i, out))
-        deadline = time.time() + 20
-        while True:
-            st = self.stat()
-            want = {"h%d" % i: ("UP" if i <= n else "MAINT") for i in range(1, 4)}
-            if all(st.get(h, {}).get("status") == s for h, s in want.items()):
-                return
-            if time.time() > deadline:
-                raise RuntimeError("HAProxy: servers %s, want %s" % ({h: v.get("status") for h, v in st.items()}, want))
-            time.sleep(0.2)
+        # the hosts not in this point: MAINT, no traffic, no checks
+        C.haproxy_ready(self.haproxy[0], self.sock, n, 5, log.name)
 
     def stop_haproxy(self):
         if self.haproxy:
@@ -338,34 +289,9 @@ class Cluster:
             T.stop_proc(self.redis, 10)
             self.redis = None
 
-    def api(self, cmd):
-        """One command to HAProxy's runtime API: its answer, None if it
-        does not answer."""
-        try:
-            with socket.socket(socket.AF_UNIX) as s:
-                s.settimeout(5)
-                s.connect(self.sock)
-                s.sendall((cmd + "\n").encode())
-                out = b""
-                while chunk := s.recv(65536):
-                    out += chunk
-            return out.decode()
-        except OSError:
-            return None
-
     def stat(self):
         """{server: {column: value}} of the backend's servers (show stat)."""
-        out = self.api("show stat") or ""
-        lines = out.splitlines()
-        if not lines:
-            return {}
-        cols = lines[0].lstrip("# ").split(",")
-        rows = {}
-        for line in lines[1:]:
-            f = line.split(",")
-            if len(f) >= len(cols) and f[0] == "turnstile" and f[1] not in ("BACKEND", "FRONTEND"):
-                rows[f[1]] = dict(zip(cols, f))
-        return rows
+        return C.haproxy_stat(self.sock, 5)
 
     def stot(self):
         return {h: int(v.get("stot") or 0) for h, v in self.stat().items()}
@@ -596,26 +522,13 @@ def tool_versions(a):
 
 def write_results(a, rows, hosts, stamp, c, started, load_before, interrupted):
     base = os.path.join(a.out, "cluster-%s" % stamp)
-    with open(base + ".csv", "w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=KEYS, extrasaction="ignore")
-        w.writeheader()
-        w.writerows(rows)
     md = summarize(rows, hosts)
-    with open(base + ".md", "w") as f:
-        f.write("# cluster %s\n\n%s" % (stamp, md))
+    C.write_tables(base, KEYS, rows, "cluster " + stamp, md)
     ws_cmd = next((x["ws_cmd"] for x in rows if x.get("ws_cmd")), "")
     http_cmd = next((x["http_cmd"] for x in rows if x.get("http_cmd")), "")
-    lines = [
-        "scenario: the rooms workload through HAProxy on %s hosts (issue 23)" % ",".join(map(str, hosts)),
-        "driver: %s" % shlex.join([sys.executable] + sys.argv),
-        "started: %s   finished: %s%s" % (started, R.utcnow(), ("   INTERRUPTED: " + interrupted) if interrupted else ""),
-        "repo: %s" % R.sh(["git", "-C", ROOT, "describe", "--always", "--dirty"]),
-        "", "## machine",
-        "nproc: %s, model: %s" % (os.cpu_count(), R.cpu_model()),
-        "kernel: %s" % " ".join(os.uname()),
-        "pinning: none (hosts, HAProxy, Redis and the clients share every core)",
-        "loadavg before: %s" % load_before,
-        "loadavg after:  %s" % R.loadavg(),
+    lines = C.meta_head("the rooms workload through HAProxy on %s hosts (issue 23)" % ",".join(map(str, hosts)),
+                        started, interrupted, "none (hosts, HAProxy, Redis and the clients share every core)",
+                        load_before) + [
         "", "## versions"] + tool_versions(a) + [
         "", "## method",
         "reps %d, host counts interleaved (order reversed every other rep), %gs measured after %gs warm-up "
@@ -640,20 +553,10 @@ def write_results(a, rows, hosts, stamp, c, started, load_before, interrupted):
         "ws-load: %s" % ws_cmd,
         "wrk: %s" % http_cmd,
     ]
-    if a.note:
-        lines.append("note: %s" % a.note)
-    lines += ["", "## summary", md]
-    with open(base + ".meta.txt", "w") as f:
-        f.write("\n".join(lines) + "\n")
-    print(md)
-    print("results: %s.{csv,md,meta.txt}" % base)
+    C.write_meta(base, lines, a.note, md)
 
 
 # ---------------------------------------------------------------- main
-
-def on_signal(signum, frame):
-    raise KeyboardInterrupt("signal %d" % signum)
-
 
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -665,10 +568,7 @@ def main():
     p.add_argument("--http-conns", type=int, default=32, help="wrk's connections")
     p.add_argument("--workers", type=int, default=2, help="turnstile --workers per host (the example's 2)")
     p.add_argument("--cpu-iters", type=int, default=3000, help="rooms_site.cpu_work's rounds per key press")
-    p.add_argument("--venv", default=os.environ.get("BENCH_VENV") or T.default_venv())
-    p.add_argument("--turnstile-bin", default=os.environ.get("TURNSTILE_BIN") or os.path.join(ROOT, "bin", "turnstile"))
-    p.add_argument("--out", default=T.RESULTS)
-    p.add_argument("--note", default="", help="a line for the meta (e.g. what else runs on the machine)")
+    C.add_run_args(p)
     p.add_argument("--summarize", metavar="CSV", help="only rewrite CSV's .md from its rows")
     a = p.parse_args()
     hosts = [int(x) for x in a.hosts.split(",") if x]
@@ -683,15 +583,9 @@ def main():
         return
     if os.geteuid() != 0:
         raise SystemExit("bench/cluster needs root (network namespaces)")
-    for tool in ("ip", "haproxy", "redis-server", "redis-cli", "wrk", "go"):
-        if subprocess.run(["which", tool], capture_output=True).returncode:
-            raise SystemExit("bench/cluster needs %s" % tool)
-    if not os.path.exists(os.path.join(a.venv, "bin", "python")):
-        raise SystemExit("--venv %s: no such virtualenv (bench/setup.sh makes it)" % a.venv)
+    C.preflight(("ip", "haproxy", "redis-server", "redis-cli", "wrk", "go"), "bench/cluster", a.venv)
 
-    signal.signal(signal.SIGINT, on_signal)  # also when started with SIGINT ignored (a background job)
-    signal.signal(signal.SIGTERM, on_signal)
-    signal.signal(signal.SIGHUP, on_signal)
+    C.catch_signals()
     os.makedirs(a.out, exist_ok=True)
     os.makedirs(WORK, exist_ok=True)
     a.ws_load = os.path.join(WORK, "ws-load")
@@ -714,8 +608,7 @@ def main():
         interrupted = "%s: %s" % (type(e).__name__, e)
         raise
     finally:
-        for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):  # a second Ctrl-C cannot cut the teardown
-            signal.signal(sig, signal.SIG_IGN)
+        C.ignore_signals()
         for proc in list(RUNNING):
             try:
                 os.killpg(proc.pid, signal.SIGKILL)

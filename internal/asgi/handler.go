@@ -520,14 +520,14 @@ func (s *slot) buildScope(r *http1.Request, rootPath string) ([]byte, int) {
 		var num [20]byte
 		add(C.TS_SC_TLS_VERSION, nil, strconv.AppendUint(num[:0], uint64(ts.Version), 10))
 		add(C.TS_SC_TLS_CIPHER, nil, strconv.AppendUint(num[:0], uint64(ts.CipherSuite), 10))
-		if r.ServerCert != nil {
-			add(C.TS_SC_TLS_SERVER_CERT, nil, r.ServerCert)
+		if sc := r.Certs.ServerCert(); sc != nil {
+			add(C.TS_SC_TLS_SERVER_CERT, nil, sc)
 		}
-		for _, c := range ts.PeerCertificates {
-			add(C.TS_SC_TLS_CLIENT_CERT, nil, http1.CertPEM(c.Raw))
-		}
-		if len(ts.PeerCertificates) > 0 {
-			add(C.TS_SC_TLS_CLIENT_NAME, nil, []byte(http1.DN(ts.PeerCertificates[0].RawSubject, ts.PeerCertificates[0].Subject)))
+		if cc := r.Certs.Client(); cc != nil {
+			for _, pem := range cc.Chain {
+				add(C.TS_SC_TLS_CLIENT_CERT, nil, pem)
+			}
+			add(C.TS_SC_TLS_CLIENT_NAME, nil, cc.SubjectDN)
 		}
 	}
 	for i := range r.Header {

@@ -28,6 +28,7 @@ import (
 
 	"turnstile/internal/http1"
 	"turnstile/internal/inflight"
+	"turnstile/internal/logs"
 	"turnstile/internal/python"
 	pysrc "turnstile/python"
 )
@@ -43,7 +44,8 @@ type Env struct {
 	// set by Start.
 	Log *slog.Logger
 
-	logs syncBuffer
+	logBuf bytes.Buffer
+	logs   logs.LockedWriter // logBuf, for the log's concurrent writers
 
 	mu      sync.Mutex // guards results
 	results []inflight.Result
@@ -59,6 +61,7 @@ func (e *Env) Start(want string, afterLoad ...unsafe.Pointer) error {
 	if program == "" {
 		return fmt.Errorf("TURNSTILE_PYTHON is not set (make test sets it): no CPython to start")
 	}
+	e.logs.W = &e.logBuf
 	e.Log = slog.New(slog.NewJSONHandler(&e.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	python.SetLogger(e.Log)
 	dir, _ := filepath.Abs("testdata")
@@ -103,7 +106,11 @@ func (e *Env) Results() []inflight.Result {
 }
 
 // Logs returns everything written to Log so far.
-func (e *Env) Logs() string { return e.logs.String() }
+func (e *Env) Logs() string {
+	e.logs.Lock()
+	defer e.logs.Unlock()
+	return e.logBuf.String()
+}
 
 // Need skips t when the harness did not start (SkipWhy).
 func (e *Env) Need(t *testing.T) {
@@ -124,22 +131,4 @@ func (e *Env) Get(t *testing.T, c *http.Client, path string) (*http.Response, st
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
 	return resp, string(b)
-}
-
-// syncBuffer is a bytes.Buffer safe for the log's concurrent writers.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }

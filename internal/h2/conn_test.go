@@ -32,10 +32,21 @@ import (
 // address; it is shut down when the test ends.
 func serve(t *testing.T, cfg h2.Config, h http1.HandlerFunc) string {
 	t.Helper()
+	return serveWrapped(t, cfg, h, nil)
+}
+
+// serveWrapped is serve with the loopback listener passed through wrap
+// (nil: served as it is).
+func serveWrapped(t *testing.T, cfg h2.Config, h http1.HandlerFunc, wrap func(net.Listener) net.Listener) string {
+	t.Helper()
 	srv := &http1.Server{Handler: h, HTTP2: h2.New(cfg, nil), WriteTimeout: cfg.WriteTimeout}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	if wrap != nil {
+		ln = wrap(ln)
 	}
 	go srv.Serve(ln)
 	t.Cleanup(func() {
@@ -43,7 +54,7 @@ func serve(t *testing.T, cfg h2.Config, h http1.HandlerFunc) string {
 		defer cancel()
 		srv.Shutdown(ctx)
 	})
-	return ln.Addr().String()
+	return addr
 }
 
 // rawClient is an HTTP/2 client connection made of frames.
@@ -114,6 +125,20 @@ func (rc *rawClient) until(pred func(f http2.Frame) bool) error {
 		}
 		if pred(f) {
 			return nil
+		}
+	}
+}
+
+// goAway reads frames until a GOAWAY and returns its error code, or 999
+// when the connection ends first.
+func (rc *rawClient) goAway() http2.ErrCode {
+	for {
+		f, err := rc.fr.ReadFrame()
+		if err != nil {
+			return 999
+		}
+		if g, ok := f.(*http2.GoAwayFrame); ok {
+			return g.ErrCode
 		}
 	}
 }
@@ -508,17 +533,7 @@ func TestContinuationFlood(t *testing.T) {
 		}
 		done <- nil
 	}()
-	var goaway http2.ErrCode = 999
-	for {
-		f, err := rc.fr.ReadFrame()
-		if err != nil {
-			break
-		}
-		if g, ok := f.(*http2.GoAwayFrame); ok {
-			goaway = g.ErrCode
-			break
-		}
-	}
+	goaway := rc.goAway()
 	rc.c.Close()
 	if err := <-done; err == nil {
 		t.Fatalf("the server took %d bytes of CONTINUATION", sent.Load())
@@ -557,17 +572,7 @@ func TestEmptyContinuationFlood(t *testing.T) {
 		}
 	}()
 	rc.c.SetReadDeadline(time.Now().Add(10 * time.Second))
-	var goaway http2.ErrCode = 999
-	for {
-		f, err := rc.fr.ReadFrame()
-		if err != nil {
-			break
-		}
-		if g, ok := f.(*http2.GoAwayFrame); ok {
-			goaway = g.ErrCode
-			break
-		}
-	}
+	goaway := rc.goAway()
 	if goaway != http2.ErrCodeEnhanceYourCalm {
 		t.Errorf("empty CONTINUATION flood: GOAWAY %v after %d frames; want ENHANCE_YOUR_CALM", goaway, sent.Load())
 	}
@@ -977,18 +982,8 @@ func gatedStreams(t *testing.T, n int) (rc *rawClient, gate chan struct{}, write
 		<-gate
 		w.WriteSimple(200, "text/plain", []byte("ok\n"), nil)
 	})
-	srv := &http1.Server{Handler: h, HTTP2: h2.New(h2.Config{}, nil)}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	go srv.Serve(countingListener{ln, writes})
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		srv.Shutdown(ctx)
-	})
-	rc = dial(t, ln.Addr().String())
+	addr := serveWrapped(t, h2.Config{}, h, func(ln net.Listener) net.Listener { return countingListener{ln, writes} })
+	rc = dial(t, addr)
 	for i := 0; i < n; i++ {
 		rc.headers(uint32(2*i+1), true, rc.block("GET", "/"))
 	}
@@ -1061,18 +1056,7 @@ func TestParkedHandlersBounded(t *testing.T) {
 		}
 		w.WriteSimple(200, "text/plain", []byte("ok\n"), nil)
 	})
-	srv := &http1.Server{Handler: h, HTTP2: h2.New(h2.Config{}, nil)}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	go srv.Serve(ln)
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		srv.Shutdown(ctx)
-	})
-	rc := dial(t, ln.Addr().String())
+	rc := dial(t, serve(t, h2.Config{}, h))
 	rc.headers(1, true, rc.block("GET", "/hold"))
 	rc.flush()
 	time.Sleep(50 * time.Millisecond)

@@ -37,9 +37,10 @@ type Request struct {
 	// It comes from the connection only, never from a proxy's headers;
 	// shared by the connection's requests: read-only.
 	TLS *tls.ConnectionState
-	// ServerCert is the PEM of the certificate the server sends
-	// (Server.TLSServerCert) when TLS is set; nil when unknown.
-	ServerCert []byte
+	// Certs is the PEM and DN text of the connection's certificates
+	// (the server's, the client's chain), encoded on first use; shared
+	// by the connection's requests. Nil when TLS is nil.
+	Certs *ConnCerts
 
 	Header []Field // in the order received
 	// Host is the Host field value, or the authority of an absolute-form

@@ -153,9 +153,10 @@ type Server struct {
 	HTTP2Only bool
 	// TLSServerCert returns the PEM of the server's certificate (leaf
 	// only) for a connection's SNI server name ("" for none), given to
-	// the requests of TLS connections as Request.ServerCert (the ASGI tls
-	// extension's server_cert); tlsconf.Certs.ServerCert. Nil: unknown
-	// (--acme-domain).
+	// the requests of TLS connections as Request.Certs.ServerCert (the
+	// ASGI tls extension's server_cert); tlsconf.Certs.ServerCert. It is
+	// called once per connection, at its first request or stream that
+	// asks (ConnCerts). Nil: unknown (--acme-domain).
 	TLSServerCert func(serverName string) []byte
 	// Logger receives handler failures (500s, panics) at error level and
 	// protocol rejections and client disconnects at debug level. Nil
@@ -457,6 +458,7 @@ type conn struct {
 	hijacked bool                 // the handler took the connection over (hijack.go)
 	scheme   string               // "https" on TLS, else ""; copied to each Request
 	tlsState *tls.ConnectionState // after the handshake; nil on a plain connection; copied to each Request
+	certs    *ConnCerts           // of tlsState, encoded on first use; copied to each Request
 }
 
 var (
@@ -811,6 +813,7 @@ func (c *conn) serve() {
 		c.scheme = "https"
 		cs := tc.ConnectionState()
 		c.tlsState = &cs
+		c.certs = newConnCerts(c.tlsState, c.srv.TLSServerCert)
 		proto := cs.NegotiatedProtocol
 		if proto == "h2" && c.srv.HTTP2 != nil {
 			c.serveHTTP2()
@@ -884,10 +887,7 @@ func (c *conn) serve() {
 			c.rejectHead(perr, first)
 			return
 		}
-		c.req.Scheme, c.req.TLS = c.scheme, c.tlsState
-		if c.tlsState != nil && c.srv.TLSServerCert != nil {
-			c.req.ServerCert = c.srv.TLSServerCert(c.tlsState.ServerName)
-		}
+		c.req.Scheme, c.req.TLS, c.req.Certs = c.scheme, c.tlsState, c.certs
 		if !c.serveRequest() {
 			if !c.hijacked {
 				c.lingerClose()
@@ -1203,7 +1203,7 @@ func (c *conn) serveHTTP2() {
 		p, _ := c.br.Peek(n)
 		nc = &prefixConn{Conn: c.rwc, pre: append([]byte(nil), p...)}
 	}
-	h := &StreamHandler{s: c.srv, lim: c.lim, remote: c.req.RemoteAddr, local: c.req.LocalAddr, scheme: c.scheme, tls: c.tlsState, proto: 2, conn: &c.data}
+	h := &StreamHandler{s: c.srv, lim: c.lim, remote: c.req.RemoteAddr, local: c.req.LocalAddr, scheme: c.scheme, tls: c.tlsState, certs: c.certs, proto: 2, conn: &c.data}
 	c.srv.HTTP2.ServeConn(nc, h)
 }
 

@@ -114,6 +114,7 @@ type StreamHandler struct {
 	remote, local net.Addr
 	scheme        string
 	tls           *tls.ConnectionState // Request.TLS
+	certs         *ConnCerts           // Request.Certs: the connection's, shared by its streams
 	proto         int                  // Request.ProtoMajor: 2 or 3
 	conn          *ConnData            // Request.Conn: the connection's, shared by its streams
 }
@@ -124,7 +125,7 @@ type StreamHandler struct {
 // "https", under the Server's limits (fields, body, MaxConcurrency,
 // timeouts).
 func (s *Server) StreamHandler(remote, local net.Addr, cs *tls.ConnectionState, protoMajor int) *StreamHandler {
-	return &StreamHandler{s: s, lim: s.limits(), remote: remote, local: local, scheme: "https", tls: cs, proto: protoMajor, conn: new(ConnData)}
+	return &StreamHandler{s: s, lim: s.limits(), remote: remote, local: local, scheme: "https", tls: cs, certs: newConnCerts(cs, s.TLSServerCert), proto: protoMajor, conn: new(ConnData)}
 }
 
 // stream is one HTTP/2 stream seen as a request.
@@ -175,10 +176,7 @@ func (st *stream) serve(h *StreamHandler, bk Stream, head *StreamHead) (reset bo
 	s := h.s
 	st.s, st.lim, st.proto, st.bk, st.head = s, h.lim, h.proto, bk, head
 	st.body = Body{st: st, max: max(s.MaxBodyBytes, 0)}
-	st.req = Request{Body: &st.body, RemoteAddr: h.remote, LocalAddr: h.local, Scheme: h.scheme, TLS: h.tls, addrs: &st.addrs, Conn: h.conn}
-	if h.tls != nil && s.TLSServerCert != nil {
-		st.req.ServerCert = s.TLSServerCert(h.tls.ServerName)
-	}
+	st.req = Request{Body: &st.body, RemoteAddr: h.remote, LocalAddr: h.local, Scheme: h.scheme, TLS: h.tls, Certs: h.certs, addrs: &st.addrs, Conn: h.conn}
 	st.w = ResponseWriter{st: st, req: &st.req, declared: -1}
 	req, w := &st.req, &st.w
 

@@ -16,9 +16,26 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"sync"
 
 	"golang.org/x/sys/unix"
 )
+
+// LockedWriter is W with its writes serialised, one Write at a time, so
+// that the records of concurrent writers (a logger and the master's
+// stderr forwarders; a test server's goroutines) land whole, one after
+// another. A reader of W (a buffer's String) holds the lock too (Lock,
+// Unlock). W must be set before the first Write.
+type LockedWriter struct {
+	sync.Mutex
+	W io.Writer
+}
+
+func (l *LockedWriter) Write(p []byte) (int, error) {
+	l.Lock()
+	defer l.Unlock()
+	return l.W.Write(p)
+}
 
 // New returns the server's logger: JSON records on w when format is
 // "json", else slog's text records, at level (debug, info, warning or

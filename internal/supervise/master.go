@@ -13,7 +13,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -203,7 +202,7 @@ func Run(cfg *config.Config, stderr io.Writer) int {
 	if cfg.LogFormat != "json" && (cfg.Reload || logs.IsTerminal(stderr)) {
 		w = logs.MultilineWriter(stderr)
 	}
-	out := &lockedWriter{w: w}
+	out := &logs.LockedWriter{W: w} // whole lines from the logger and the stderr forwarders
 	log := logs.New(out, cfg.LogLevel, cfg.LogFormat)
 	slog.SetDefault(log)
 	signal.Ignore(syscall.SIGPIPE)
@@ -903,19 +902,6 @@ func (m *Master) publish() {
 		}
 	}
 	m.snap.Store(s)
-}
-
-// lockedWriter serialises whole-line writes from the logger and the
-// stderr forwarders.
-type lockedWriter struct {
-	mu sync.Mutex
-	w  io.Writer
-}
-
-func (l *lockedWriter) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.w.Write(p)
 }
 
 // seconds is d in seconds, to the millisecond, for log records: 1.997,

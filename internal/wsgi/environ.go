@@ -2,7 +2,6 @@ package wsgi
 
 import (
 	"strconv"
-	"strings"
 
 	"turnstile/internal/http1"
 	"turnstile/internal/reqblock"
@@ -107,17 +106,17 @@ func buildEnviron(b []byte, r *http1.Request, scriptName []byte, scratch *[]byte
 		add(0, []byte("HTTPS"), []byte("on"))
 		add(0, []byte("SSL_PROTOCOL"), []byte(http1.TLSVersionName(ts.Version)))
 		add(0, []byte("SSL_CIPHER"), []byte(tlsconf.CipherName(ts.CipherSuite)))
-		if r.ServerCert != nil {
-			add(0, []byte("SSL_SERVER_CERT"), r.ServerCert)
+		if sc := r.Certs.ServerCert(); sc != nil {
+			add(0, []byte("SSL_SERVER_CERT"), sc)
 		}
-		if pc := ts.PeerCertificates; len(pc) > 0 {
+		if cc := r.Certs.Client(); cc != nil {
 			add(0, []byte("SSL_CLIENT_VERIFY"), []byte("SUCCESS"))
-			add(0, []byte("SSL_CLIENT_CERT"), http1.CertPEM(pc[0].Raw))
-			add(0, []byte("SSL_CLIENT_S_DN"), []byte(http1.DN(pc[0].RawSubject, pc[0].Subject)))
-			add(0, []byte("SSL_CLIENT_I_DN"), []byte(http1.DN(pc[0].RawIssuer, pc[0].Issuer)))
-			add(0, []byte("SSL_CLIENT_M_SERIAL"), []byte(strings.ToUpper(pc[0].SerialNumber.Text(16))))
-			for i, c := range pc[1:] {
-				add(0, []byte("SSL_CLIENT_CERT_CHAIN_"+strconv.Itoa(i)), http1.CertPEM(c.Raw))
+			add(0, []byte("SSL_CLIENT_CERT"), cc.Chain[0])
+			add(0, []byte("SSL_CLIENT_S_DN"), cc.SubjectDN)
+			add(0, []byte("SSL_CLIENT_I_DN"), cc.IssuerDN)
+			add(0, []byte("SSL_CLIENT_M_SERIAL"), cc.Serial)
+			for i, pem := range cc.Chain[1:] {
+				add(0, []byte("SSL_CLIENT_CERT_CHAIN_"+strconv.Itoa(i)), pem)
 			}
 		} else {
 			add(0, []byte("SSL_CLIENT_VERIFY"), []byte("NONE"))
