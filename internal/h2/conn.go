@@ -98,6 +98,7 @@ type conn struct {
 	h   *http1.StreamHandler
 	br  *bufio.Reader
 	brd blockReader // fr's reader: br with a field block's budget
+	blk *fieldBlock // the field block read last (reader goroutine)
 	fr  *http2.Framer
 
 	mu      sync.Mutex
@@ -160,7 +161,7 @@ func newConn(s *Server, nc net.Conn, h *http1.StreamHandler) *conn {
 	c.fr = http2.NewFramer(c.bw, &c.brd)
 	c.fr.SetMaxReadFrameSize(s.cfg.MaxFrameSize)
 	c.fr.MaxHeaderListSize = uint32(min(s.cfg.MaxHeadersSize, maxWindow))
-	c.fr.ReadMetaHeaders = hpack.NewDecoder(4096, nil)
+	c.blk = newFieldBlock(c.fr.MaxHeaderListSize)
 	c.henc = hpack.NewEncoder(&c.hbuf)
 	c.sendWin = initialWindow
 	c.recvWin = int64(s.cfg.InitialConnectionWindowSize)
@@ -253,6 +254,9 @@ func (c *conn) serve() {
 				c.brd.left = int64(fh.Length) + 2*int64(c.fr.MaxHeaderListSize) + blockSlack
 			}
 			f, err = c.fr.ReadFrameForHeader(fh)
+			if hf, ok := f.(*http2.HeadersFrame); ok && err == nil {
+				err = c.blk.readBlock(c.fr, hf, c.fr.MaxHeaderListSize)
+			}
 			c.brd.left = -1
 		}
 		if err == nil {
@@ -650,8 +654,8 @@ func (c *conn) idle() {
 // stream or connection error (readError).
 func (c *conn) process(f http2.Frame) error {
 	switch f := f.(type) {
-	case *http2.MetaHeadersFrame:
-		return c.onHeaders(f)
+	case *http2.HeadersFrame:
+		return c.onHeaders(c.blk) // read by readBlock
 	case *http2.DataFrame:
 		return c.onData(f)
 	case *http2.SettingsFrame:
@@ -764,7 +768,7 @@ func (c *conn) onReset(f *http2.RSTStreamFrame) error {
 	return nil
 }
 
-func (c *conn) onHeaders(f *http2.MetaHeadersFrame) error {
+func (c *conn) onHeaders(f *fieldBlock) error {
 	id := f.StreamID
 	if id%2 == 0 {
 		// §5.1.1: "Streams initiated by a client MUST use odd-numbered
@@ -818,7 +822,7 @@ func (c *conn) onHeaders(f *http2.MetaHeadersFrame) error {
 
 // onTrailer handles a second HEADERS on an open stream: the trailer
 // section, which must end the stream (§8.1).
-func (c *conn) onTrailer(st *stream, f *http2.MetaHeadersFrame) error {
+func (c *conn) onTrailer(st *stream, f *fieldBlock) error {
 	if st.remoteClosed {
 		return http2.StreamError{StreamID: st.id, Code: http2.ErrCodeStreamClosed} // §5.1
 	}

@@ -5,10 +5,13 @@
 // runs the same Handler as HTTP/1 requests without an http.Request.
 //
 // The connection state machine is ours; framing (http2.Framer, which
-// also joins CONTINUATION frames and checks pseudo-header order and
-// field-name case) and HPACK come from golang.org/x/net/http2. The
+// also checks that CONTINUATION frames follow their HEADERS) and HPACK
+// (hpack.Decoder, hpack.Encoder) come from golang.org/x/net/http2. A field
+// block is decoded by readBlock (block.go) with the Framer's checks
+// (pseudo-header order, field-name case, list size) into fields a
+// connection reuses, which the Framer's MetaHeadersFrame does not. The
 // Framer reads through blockReader, which bounds a field block's bytes
-// (blockSlack): the Framer counts no empty CONTINUATION frame.
+// (blockSlack): no empty CONTINUATION frame counts against the list size.
 //
 // # Life of a connection
 //

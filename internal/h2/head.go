@@ -4,19 +4,18 @@ import (
 	"strconv"
 	"strings"
 
-	"golang.org/x/net/http2"
 
 	"turnstile/internal/http1"
 )
 
 // buildHead checks the field section of a request's HEADERS and fills hd.
 // It reports false for a malformed request (RFC 9113 §8.1.1: "treated as
-// a stream error of type PROTOCOL_ERROR"). The Framer has already refused
+// a stream error of type PROTOCOL_ERROR"). readBlock has already refused
 // uppercase and non-token names, values with NUL, CR or LF, pseudo-header
 // fields after regular ones, repeated pseudo-header fields and request
 // and response ones mixed (§8.2.1, §8.3). The strings of f are copied into
 // one buffer owned by hd.
-func buildHead(f *http2.MetaHeadersFrame, hd *http1.StreamHead, extConnect bool) bool {
+func buildHead(f *fieldBlock, hd *http1.StreamHead, extConnect bool) bool {
 	var method, scheme, path, authority, host, protocol string
 	var hasPath, hasHost, hasProtocol bool
 	cl, ncookie, size := int64(-1), 0, 0
@@ -168,7 +167,7 @@ func buildHead(f *http2.MetaHeadersFrame, hd *http1.StreamHead, extConnect bool)
 
 // checkTrailer checks a trailer section (RFC 9113 §8.1: "Trailers MUST
 // NOT include pseudo-header fields") and returns its fields.
-func checkTrailer(f *http2.MetaHeadersFrame) ([]http1.Field, bool) {
+func checkTrailer(f *fieldBlock) ([]http1.Field, bool) {
 	fs := make([]http1.Field, 0, len(f.Fields))
 	for _, hf := range f.Fields {
 		if hf.IsPseudo() {
