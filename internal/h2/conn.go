@@ -101,22 +101,25 @@ type conn struct {
 	blk *fieldBlock // the field block read last (reader goroutine)
 	fr  *http2.Framer
 
-	mu      sync.Mutex
-	bw      *bufio.Writer
-	cw      connWriter
-	henc    *hpack.Encoder
-	hbuf    bytes.Buffer
-	werr    error              // first write error: the connection is broken
-	streams map[uint32]*stream // open and half-closed streams
-	maxID   uint32             // highest stream id the client opened
-	pending []*stream          // opened since the last read boundary
-	queued  []*stream          // waiting for a handler slot
-	running int                // handler goroutines serving a stream
-	sendWin int64              // connection send window (§6.9.1)
-	recvWin int64              // connection receive window left
-	recvAck int64              // bytes consumed, not yet returned by WINDOW_UPDATE
-	peerWin int32              // the peer's SETTINGS_INITIAL_WINDOW_SIZE
-	peerMax uint32             // the peer's SETTINGS_MAX_FRAME_SIZE
+	mu   sync.Mutex
+	bw   *bufio.Writer
+	cw   connWriter
+	henc *hpack.Encoder
+	// lastHead holds the fields of the response head written last
+	// (lastFieldLocked).
+	lastHead [8]hpack.HeaderField
+	hbuf     bytes.Buffer
+	werr     error              // first write error: the connection is broken
+	streams  map[uint32]*stream // open and half-closed streams
+	maxID    uint32             // highest stream id the client opened
+	pending  []*stream          // opened since the last read boundary
+	queued   []*stream          // waiting for a handler slot
+	running  int                // handler goroutines serving a stream
+	sendWin  int64              // connection send window (§6.9.1)
+	recvWin  int64              // connection receive window left
+	recvAck  int64              // bytes consumed, not yet returned by WINDOW_UPDATE
+	peerWin  int32              // the peer's SETTINGS_INITIAL_WINDOW_SIZE
+	peerMax  uint32             // the peer's SETTINGS_MAX_FRAME_SIZE
 	// parked holds the handler goroutines that have no stream to serve,
 	// each waiting on its channel (runStreams): a new stream goes to the
 	// last one parked rather than to a new goroutine, whose stack would

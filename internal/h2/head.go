@@ -4,7 +4,6 @@ import (
 	"strconv"
 	"strings"
 
-
 	"turnstile/internal/http1"
 )
 

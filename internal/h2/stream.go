@@ -38,6 +38,9 @@ type stream struct {
 	rst          bool // reset (either side): a handler not started never starts
 	sent100      bool // 100 Continue sent
 
+	// dataCh and winCh are made by the handler when it first waits
+	// (chanLocked), so a stream that never waits (a GET answered within
+	// the windows) allocates neither; a wake on nil is a no-op.
 	dataCh chan struct{} // 1-buffered: data, eof or err changed
 	winCh  chan struct{} // 1-buffered: sendWin or err changed
 	done   chan struct{} // closed with err
@@ -49,10 +52,16 @@ func newStream(c *conn, id uint32) *stream {
 		recvWin: int64(c.cfg.InitialStreamWindowSize),
 		sendWin: int64(c.peerWin),
 		clWant:  -1,
-		dataCh:  make(chan struct{}, 1),
-		winCh:   make(chan struct{}, 1),
 		done:    make(chan struct{}),
 	}
+}
+
+// chanLocked returns *ch, made first if nil (dataCh, winCh).
+func chanLocked(ch *chan struct{}) chan struct{} {
+	if *ch == nil {
+		*ch = make(chan struct{}, 1)
+	}
+	return *ch
 }
 
 func (st *stream) wake(ch chan struct{}) {
@@ -128,8 +137,9 @@ func (st *stream) ReadData(p []byte, deadline time.Time) (int, error) {
 			c.mu.Unlock()
 			return 0, io.EOF
 		}
+		ch := chanLocked(&st.dataCh)
 		c.mu.Unlock()
-		if err := st.wait(st.dataCh, deadline); err != nil {
+		if err := st.wait(ch, deadline); err != nil {
 			return 0, err
 		}
 		c.mu.Lock()
@@ -156,8 +166,8 @@ func (st *stream) WriteHeaders(status int, fields []http1.Field, endStream bool)
 	}
 	c.hbuf.Reset()
 	c.henc.WriteField(hpack.HeaderField{Name: ":status", Value: statusValue(status)})
-	for _, f := range fields {
-		c.henc.WriteField(hpack.HeaderField{Name: string(f.Name), Value: string(f.Value)})
+	for i, f := range fields {
+		c.henc.WriteField(c.lastFieldLocked(i, f))
 	}
 	c.writeBlockLocked(st.id, c.hbuf.Bytes(), endStream)
 	if !endStream {
@@ -174,6 +184,25 @@ func (st *stream) WriteHeaders(status int, fields []http1.Field, endStream bool)
 		return errConnGone
 	}
 	return nil
+}
+
+// lastFieldLocked returns f, the i-th field of a response head, as the
+// encoder takes it: the strings of the connection's previous head's i-th
+// field when f has the same name and value (the responses of one
+// connection mostly share their fields: server, content-type, the date
+// within a second), else new ones, kept for the next head.
+func (c *conn) lastFieldLocked(i int, f http1.Field) hpack.HeaderField {
+	if i >= len(c.lastHead) {
+		return hpack.HeaderField{Name: string(f.Name), Value: string(f.Value)}
+	}
+	last := &c.lastHead[i]
+	if last.Name != string(f.Name) {
+		last.Name = string(f.Name)
+		last.Value = string(f.Value)
+	} else if last.Value != string(f.Value) {
+		last.Value = string(f.Value)
+	}
+	return *last
 }
 
 // WriteTrailers implements http1.TrailerWriter: a HEADERS frame without
@@ -224,8 +253,9 @@ func (st *stream) WriteData(p []byte, endStream bool, deadline time.Time) (int, 
 		n := min(st.sendWin, c.sendWin, int64(c.peerMax), int64(len(p)))
 		if n <= 0 {
 			c.flushLocked()
+			ch := chanLocked(&st.winCh)
 			c.mu.Unlock()
-			if err := st.wait(st.winCh, deadline); err != nil {
+			if err := st.wait(ch, deadline); err != nil {
 				return total, err
 			}
 			c.mu.Lock()
