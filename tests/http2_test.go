@@ -298,7 +298,7 @@ func TestHTTP2_Bodies(t *testing.T) {
 }
 
 // --http 1: no HTTP/2 at all (the preface gets 505, ALPN offers only
-// http/1.1); --http 2: HTTP/2 only.
+// http/1.1); --http 2: HTTP/2 only (HTTP/1.1 gets 505).
 func TestHTTP2_ProtocolSwitch(t *testing.T) {
 	p := newPKI(t)
 	t.Run("http1", func(t *testing.T) {
@@ -315,8 +315,10 @@ func TestHTTP2_ProtocolSwitch(t *testing.T) {
 	})
 	t.Run("http2", func(t *testing.T) {
 		s := Start(t, "--http", "2", "h2_wsgi:app")
-		if out, err := runCurl(t, "--http1.1", s.URL+"/"); err == nil {
-			t.Errorf("HTTP/1.1 was served with --http 2: %s", out)
+		// An HTTP/1.1 client is told why, not sent frames (RFC 9113 §3.4).
+		raw, _ := Raw(t, s.Addr, "GET / HTTP/1.1\r\nHost: a\r\n\r\n", 10*time.Second)
+		if !strings.HasPrefix(raw, "HTTP/1.1 505 ") || !strings.Contains(raw, "--http 2") || !strings.Contains(raw, "Connection: close") {
+			t.Errorf("HTTP/1.1 with --http 2 got %q; want 505 naming --http 2, and the close", raw)
 		}
 		out, err := runCurl(t, "-o", "/dev/null", "-w", "%{http_version}", "--http2-prior-knowledge", s.URL+"/")
 		if err != nil || out != "2" {

@@ -83,6 +83,7 @@ var (
 	errProtocol        = perr(501, "unsupported :protocol (RFC 8441)")
 	errVersion         = perr(400, "malformed HTTP version")
 	errVersionNotSupp  = perr(505, "HTTP version not supported")
+	errHTTP2Only       = perr(505, "this server speaks HTTP/2 only (--http 2): connect with prior knowledge (RFC 9113 section 3.3)")
 	errObsFold         = perr(400, "obsolete line folding")
 	errFieldName       = perr(400, "invalid header field name")
 	errFieldValue      = perr(400, "invalid header field value")

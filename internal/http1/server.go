@@ -146,8 +146,8 @@ type Server struct {
 	// (stream.go). Nil: HTTP/1 only, and the preface gets 505.
 	HTTP2 HTTP2Server
 	// HTTP2Only serves every connection as HTTP/2 (--http 2): one that
-	// does not start with the client preface is closed by the HTTP/2
-	// server (a connection error, RFC 9113 §3.4), and a TLS connection
+	// does not start with the client preface gets 505 and a line saying
+	// so, then the close (a connection error, RFC 9113 §3.4), and a TLS connection
 	// that did not negotiate "h2" by ALPN is closed after the handshake
 	// (RFC 9113 §3.2). It needs HTTP2.
 	HTTP2Only bool
@@ -866,9 +866,20 @@ func (c *conn) serve() {
 			}
 		}
 
-		if first && c.srv.HTTP2 != nil && (c.srv.HTTP2Only || c.startsWithPreface()) {
-			c.serveHTTP2()
-			return
+		if first && c.srv.HTTP2 != nil {
+			if c.startsWithPreface() {
+				c.serveHTTP2()
+				return
+			}
+			if c.srv.HTTP2Only {
+				// Not the preface: the peer does not speak HTTP/2, a
+				// connection error for which "a GOAWAY frame MAY be
+				// omitted" (RFC 9113 §3.4). An HTTP/1 client gets one
+				// HTTP/1.1 answer saying why instead of frames it cannot
+				// read, then the close.
+				c.reject(errHTTP2Only)
+				return
+			}
 		}
 
 		// (2) Read and parse the head. Until parsed, an error answer
