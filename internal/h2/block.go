@@ -27,6 +27,7 @@ type fieldBlock struct {
 
 	dec        *hpack.Decoder
 	remain     uint32 // list size left
+	spare      uint32 // the Framer's second budget (its trailer fields'): the list size, 0 once Truncated
 	sawRegular bool   // a regular field was emitted: no pseudo-header field may follow (§8.3)
 	invalid    bool   // a field failed a check: the stream is malformed
 }
@@ -63,7 +64,7 @@ func (b *fieldBlock) emit(hf hpack.HeaderField) {
 	}
 	if size := hf.Size(); size > b.remain {
 		b.dec.SetEmitEnabled(false)
-		b.Truncated, b.remain = true, 0
+		b.Truncated, b.remain, b.spare = true, 0, 0
 		return
 	}
 	b.remain -= hf.Size()
@@ -98,13 +99,14 @@ func validWireName(name string) bool {
 // error PROTOCOL_ERROR. A read error is returned as is.
 func (b *fieldBlock) readBlock(fr *http2.Framer, hf *http2.HeadersFrame, maxListSize uint32) error {
 	b.HeadersFrame, b.Fields, b.Truncated = hf, b.Fields[:0], false
-	b.remain, b.sawRegular, b.invalid = maxListSize, false, false
+	b.remain, b.spare, b.sawRegular, b.invalid = maxListSize, maxListSize, false, false
 	b.dec.SetEmitEnabled(true)
 	frag, ended := hf.HeaderBlockFragment(), hf.HeadersEnded()
 	for {
 		// "Too much" (the Framer's rule): a fragment more than twice the
-		// list size still allowed, which is 0 once Truncated.
-		if int64(len(frag)) > 2*int64(b.remain) {
+		// list size still allowed, counted as the Framer counts it (its
+		// header and trailer budgets), which is 0 once Truncated.
+		if int64(len(frag)) > 2*(int64(b.remain)+int64(b.spare)) {
 			return http2.ConnectionError(http2.ErrCodeProtocol)
 		}
 		if b.invalid {
