@@ -210,6 +210,64 @@ func TestFieldBlockListSize(t *testing.T) {
 	}
 }
 
+// RFC 9113 §6.10: a field block must go on in CONTINUATION frames of its
+// stream with nothing between; anything else is a connection error
+// PROTOCOL_ERROR. §5.1.1, §5.1: a malformed block on an even stream
+// identifier or on a closed stream is the connection error a valid one
+// there is (PROTOCOL_ERROR, STREAM_CLOSED), not a stream error: an
+// RST_STREAM on an idle stream is forbidden (§6.4).
+func TestFieldBlockConnectionErrors(t *testing.T) {
+	addr := serve(t, h2.Config{}, headHandler)
+	upper := func(rc *rawClient) []byte { return rc.block("GET", "/", "X-Up", "1") }
+	for _, tc := range []struct {
+		name string
+		send func(rc *rawClient)
+		want string
+	}{
+		{"DATA within a block", func(rc *rawClient) {
+			rc.fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: rc.block("GET", "/")[:3]})
+			rc.fr.WriteData(1, true, []byte("x"))
+		}, "GOAWAY PROTOCOL_ERROR"},
+		{"CONTINUATION of another stream", func(rc *rawClient) {
+			b := rc.block("GET", "/")
+			rc.fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: b[:3]})
+			rc.fr.WriteContinuation(3, true, b[3:])
+		}, "GOAWAY PROTOCOL_ERROR"},
+		{"malformed, even stream", func(rc *rawClient) { rc.headers(2, true, upper(rc)) }, "GOAWAY PROTOCOL_ERROR"},
+		{"valid, even stream", func(rc *rawClient) { rc.headers(2, true, rc.block("GET", "/")) }, "GOAWAY PROTOCOL_ERROR"},
+		{"malformed, closed stream", func(rc *rawClient) {
+			rc.headers(1, true, rc.block("GET", "/"))
+			rc.flush()
+			exchange(rc, 1)
+			rc.headers(1, true, upper(rc))
+		}, "GOAWAY STREAM_CLOSED"},
+		{"valid, closed stream", func(rc *rawClient) {
+			rc.headers(1, true, rc.block("GET", "/"))
+			rc.flush()
+			exchange(rc, 1)
+			rc.headers(1, true, rc.block("GET", "/"))
+		}, "GOAWAY STREAM_CLOSED"},
+		{"malformed, new stream", func(rc *rawClient) { rc.headers(1, true, upper(rc)) }, "RST_STREAM PROTOCOL_ERROR"},
+	} {
+		rc := dial(t, addr)
+		tc.send(rc)
+		rc.flush()
+		var got string
+		rc.until(func(f http2.Frame) bool {
+			switch f := f.(type) {
+			case *http2.RSTStreamFrame:
+				got = "RST_STREAM " + f.ErrCode.String()
+			case *http2.GoAwayFrame:
+				got = "GOAWAY " + f.ErrCode.String()
+			}
+			return got != ""
+		})
+		if got != tc.want {
+			t.Errorf("%s: %s; want %s", tc.name, got, tc.want)
+		}
+	}
+}
+
 // RFC 9113 §8.1.1, §8.2.1, §8.3: a malformed request is a stream error
 // PROTOCOL_ERROR; the connection goes on, and its HPACK table with it:
 // the next request's fields refer to entries the malformed block added.
