@@ -398,3 +398,31 @@ func TestUploadReset(t *testing.T) {
 		t.Errorf("after resets: %s %q; want 200 ok", status, body)
 	}
 }
+
+// RFC 7541 §4.4: 200 requests on one connection whose fields repeat,
+// change and evict each other from both dynamic tables (request fields
+// the server decodes, response fields it encodes with the reused
+// strings): every request arrives and every response leaves with its own
+// values.
+func TestFieldBlockTablesInStep(t *testing.T) {
+	rc := dial(t, serve(t, h2.Config{}, headHandler))
+	for i := 0; i < 200; i++ {
+		id := uint32(2*i + 1)
+		echo := "e" + itoa(i%7)
+		fields := []string{"x-echo", echo, "x-big", strings.Repeat(itoa(i%13), 300+i%50)}
+		if i%3 == 0 {
+			fields = append(fields, "x-extra", itoa(i))
+		}
+		rc.headers(id, true, rc.block("GET", "/s", fields...))
+		rc.flush()
+		status, got, body := exchange(rc, id)
+		want := "x-echo: " + echo
+		if i%3 == 0 {
+			want += ",x-extra: " + itoa(i)
+		}
+		want += ",content-length: " + itoa(len(body))
+		if status != "200" || strings.Join(got, ",") != want || !strings.Contains(body, "x-big: "+fields[3]+"\n") {
+			t.Fatalf("request %d: %s %q; want 200 %q", i, status, got, want)
+		}
+	}
+}
