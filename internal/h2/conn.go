@@ -259,6 +259,9 @@ func (c *conn) serve() {
 			f, err = c.fr.ReadFrameForHeader(fh)
 			if hf, ok := f.(*http2.HeadersFrame); ok && err == nil {
 				err = c.blk.readBlock(c.fr, hf, c.fr.MaxHeaderListSize)
+				if se, ok := err.(http2.StreamError); ok {
+					err = c.malformedBlockError(se)
+				}
 			}
 			c.brd.left = -1
 		}
@@ -270,6 +273,26 @@ func (c *conn) serve() {
 			return
 		}
 	}
+}
+
+// malformedBlockError is the error of a malformed field block (se, from
+// readBlock) on stream se.StreamID: se, unless the HEADERS frame was a
+// connection error before its fields count, as onHeaders finds it: on an
+// even stream identifier PROTOCOL_ERROR (§5.1.1: "Streams initiated by a
+// client MUST use odd-numbered stream identifiers"; an RST_STREAM there
+// would be on an idle stream, which §6.4 forbids), on a closed stream
+// STREAM_CLOSED (§5.1).
+func (c *conn) malformedBlockError(se http2.StreamError) error {
+	id := se.StreamID
+	if id%2 == 0 {
+		return http2.ConnectionError(http2.ErrCodeProtocol)
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.streams[id] == nil && id <= c.maxID && !c.wasResetLocked(id) {
+		return http2.ConnectionError(http2.ErrCodeStreamClosed)
+	}
+	return se
 }
 
 // boundary is called when the reader has consumed every byte read: it
