@@ -329,6 +329,14 @@ func TestHTTP2_ProtocolSwitch(t *testing.T) {
 		if err != nil || out != "2" {
 			t.Errorf("curl over TLS with --http 2: %v %q; want 2", err, out)
 		}
+		// Over TLS, without ALPN or with http/1.1 only (crypto/tls lets
+		// that through as no ALPN): the same 505.
+		for _, alpn := range [][]string{{"--no-alpn"}, nil} {
+			out, err = runCurl(t, append(alpn, "-i", "--http1.1", "--cacert", p.CAFile, httpsURL(st)+"/")...)
+			if err != nil || !strings.HasPrefix(out, "HTTP/1.1 505 ") || !strings.Contains(out, "--http 2") {
+				t.Errorf("HTTP/1.1 over TLS %v, --http 2: %v %q; want 505 naming --http 2", alpn, err, out)
+			}
+		}
 	})
 	t.Run("auto", func(t *testing.T) {
 		s := Start(t, append(p.TLSArgs(), "h2_wsgi:app")...)

@@ -147,9 +147,9 @@ type Server struct {
 	HTTP2 HTTP2Server
 	// HTTP2Only serves every connection as HTTP/2 (--http 2): one that
 	// does not start with the client preface gets 505 and a line saying
-	// so, then the close (a connection error, RFC 9113 §3.4), and a TLS connection
-	// that did not negotiate "h2" by ALPN is closed after the handshake
-	// (RFC 9113 §3.2). It needs HTTP2.
+	// so, then the close (a connection error, RFC 9113 §3.4), as does a
+	// TLS connection that did not negotiate "h2" by ALPN (RFC 9113 §3.2).
+	// It needs HTTP2.
 	HTTP2Only bool
 	// TLSServerCert returns the PEM of the server's certificate (leaf
 	// only) for a connection's SNI server name ("" for none), given to
@@ -820,11 +820,15 @@ func (c *conn) serve() {
 			return
 		}
 		if c.srv.HTTP2Only {
-			// crypto/tls lets a client whose ALPN list lacks "h2"
-			// through (RFC 7301 §3.2 allows it): over TLS, HTTP/2 is
-			// only spoken after "h2" was negotiated (RFC 9113 §3.2), so
-			// such a client gets no HTTP/2 frames, just a close.
-			c.srv.logger().Debug("http1: TLS client did not negotiate h2 under --http 2: closing", "remote", c.req.RemoteAddr, "alpn", proto)
+			// crypto/tls lets through a client that offered no ALPN
+			// (RFC 7301 §3.2 allows it) or "http/1.1" without "h2" (as
+			// if it offered none; another list fails the handshake,
+			// no_application_protocol). Over TLS, HTTP/2 is only spoken
+			// after "h2" was negotiated (RFC 9113 §3.2), so such a
+			// client gets no HTTP/2 frames: as on a plain connection,
+			// one HTTP/1.1 505 naming --http 2, then the close.
+			c.srv.logger().Debug("http1: TLS client did not negotiate h2 under --http 2", "remote", c.req.RemoteAddr, "alpn", proto)
+			c.reject(errHTTP2Only)
 			return
 		}
 	}
