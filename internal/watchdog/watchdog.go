@@ -35,6 +35,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -247,8 +248,9 @@ type stallState struct {
 	frames     map[string][]python.Frame
 	nextReport time.Duration
 	lastSample time.Time
-	requests   []Request // in flight at the last sample that saw any
-	conns      int       // the most Loop.Connections seen while it lasted (samples, reports)
+	requests   []Request   // every request seen in flight while it lasted (seeRequests), oldest first
+	started    []time.Time // requests[i]'s start: its identity with method and path
+	conns      int         // the most Loop.Connections seen while it lasted (samples, reports)
 
 	// Samples that found another thread holding the GIL, and its stacks.
 	holderSamples int
@@ -581,12 +583,7 @@ func (w *Watchdog) checkLoop(lw *loopWatch, h Heartbeat, pending time.Duration, 
 			conns := lw.loop.Connections()
 			w.mu.Lock()
 			cur.conns = max(cur.conns, conns)
-			if len(reqs) > 0 {
-				cur.requests = nil
-				for _, r := range reqs {
-					cur.requests = append(cur.requests, Request{Method: r.Method, Path: r.Path, AgeMS: float64(time.Since(r.Start).Microseconds()) / 1000})
-				}
-			}
+			cur.seeRequests(reqs, time.Now())
 			cur.samples++
 			cur.stacks[key]++
 			if _, ok := cur.frames[key]; !ok {
@@ -606,6 +603,36 @@ func (w *Watchdog) checkLoop(lw *loopWatch, h Heartbeat, pending time.Duration, 
 	}
 }
 
+// maxStallRequests bounds the requests a stall record keeps (the oldest).
+const maxStallRequests = 64
+
+// seeRequests merges reqs, the loop's requests in flight now, into
+// cur.requests: one seen before gets its age as of now, one not seen
+// before is added, oldest first. A request that has finished stays: the
+// one that blocked the loop has usually finished by the time the stall is
+// seen to end, and a sample or report made just as it finished saw it
+// gone (CI, 3.12: TestB35_BlockedLoop's record lost its GET /sleep).
+func (cur *stallState) seeRequests(reqs []inflight.Request, now time.Time) {
+	for _, r := range reqs {
+		age := Request{Method: r.Method, Path: r.Path, AgeMS: float64(now.Sub(r.Start).Microseconds()) / 1000}
+		i, seen := 0, false
+		for ; i < len(cur.started) && !cur.started[i].After(r.Start); i++ {
+			if cur.started[i].Equal(r.Start) && cur.requests[i].Method == r.Method && cur.requests[i].Path == r.Path {
+				cur.requests[i], seen = age, true
+				break
+			}
+		}
+		if seen || i >= maxStallRequests {
+			continue
+		}
+		cur.requests = slices.Insert(cur.requests, i, age)
+		cur.started = slices.Insert(cur.started, i, r.Start)
+		if len(cur.requests) > maxStallRequests {
+			cur.requests, cur.started = cur.requests[:maxStallRequests], cur.started[:maxStallRequests]
+		}
+	}
+}
+
 // summary builds the Stall record. Called with w.mu held.
 func (w *Watchdog) summary(cur *stallState, dur time.Duration, ongoing bool) Stall {
 	st := Stall{Loop: cur.loop.Index(), Start: cur.start, DurationMS: float64(dur.Microseconds()) / 1000, Samples: cur.samples, Ongoing: ongoing}
@@ -614,7 +641,7 @@ func (w *Watchdog) summary(cur *stallState, dur time.Duration, ongoing bool) Sta
 		// usually finished with it, and what is in flight now are the
 		// requests that queued behind it. Report those seen while it
 		// lasted (sampled, oldest first: the blocker leads).
-		st.Requests = cur.requests
+		st.Requests = slices.Clone(cur.requests)
 		st.Connections = cur.conns
 	} else {
 		// Ongoing: what the loop holds now. Ended: the most it held, as
@@ -626,12 +653,11 @@ func (w *Watchdog) summary(cur *stallState, dur time.Duration, ongoing bool) Sta
 		if !ongoing {
 			st.Connections = cur.conns
 		}
-		for _, r := range cur.loop.Requests() {
-			st.Requests = append(st.Requests, Request{Method: r.Method, Path: r.Path, AgeMS: float64(time.Since(r.Start).Microseconds()) / 1000})
+		reqs, at := cur.loop.Requests(), time.Now()
+		for _, r := range reqs {
+			st.Requests = append(st.Requests, Request{Method: r.Method, Path: r.Path, AgeMS: float64(at.Sub(r.Start).Microseconds()) / 1000})
 		}
-		if len(st.Requests) > 0 {
-			cur.requests = st.Requests
-		}
+		cur.seeRequests(reqs, at)
 	}
 	best, n := "", 0
 	for k, c := range cur.stacks {
