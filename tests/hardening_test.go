@@ -8,6 +8,7 @@ package tests
 // Apps: testapps/environ_app.py, h2_wsgi.py, sup_app.py, hello.py.
 
 import (
+	"bytes"
 	"crypto/tls"
 	"encoding/json"
 	"errors"
@@ -74,10 +75,11 @@ func TestTLS_PasswordNotInAppEnviron(t *testing.T) {
 	}
 }
 
-// --http 2 over TLS: a client offering only http/1.1 by ALPN completes
-// the handshake (crypto/tls allows it) and is then closed without a byte
-// of HTTP/2 (no SETTINGS frame).
-func TestHTTP2_OnlyClosesHTTP11ALPN(t *testing.T) {
+// --http 2 over TLS: a client offering only http/1.1 by ALPN, or no ALPN,
+// completes the handshake (crypto/tls allows it) and gets no byte of
+// HTTP/2 (no SETTINGS frame): one HTTP/1.1 505 naming --http 2, then the
+// close, as on a plain connection.
+func TestHTTP2_OnlyRefusesHTTP11ALPN(t *testing.T) {
 	p := newPKI(t)
 	s := Start(t, append(p.TLSArgs(), "--http", "2", "--log-level", "debug", "h2_wsgi:app")...)
 	for _, protos := range [][]string{{"http/1.1"}, nil} {
@@ -92,8 +94,8 @@ func TestHTTP2_OnlyClosesHTTP11ALPN(t *testing.T) {
 		c.SetReadDeadline(time.Now().Add(5 * time.Second))
 		b, err := io.ReadAll(c)
 		c.Close()
-		if len(b) != 0 {
-			t.Errorf("ALPN %v: got %d bytes %q; want the connection closed with none", protos, len(b), b[:min(len(b), 40)])
+		if !bytes.HasPrefix(b, []byte("HTTP/1.1 505 ")) || !bytes.Contains(b, []byte("--http 2")) {
+			t.Errorf("ALPN %v: got %d bytes %q; want one 505 naming --http 2", protos, len(b), b[:min(len(b), 40)])
 		}
 		if ne := net.Error(nil); errors.As(err, &ne) && ne.Timeout() {
 			t.Errorf("ALPN %v: not closed within 5 s", protos)
