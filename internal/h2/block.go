@@ -26,14 +26,14 @@ type fieldBlock struct {
 	Truncated bool
 
 	dec        *hpack.Decoder
+	maxList    uint32 // our SETTINGS_MAX_HEADER_LIST_SIZE
 	remain     uint32 // list size left
-	spare      uint32 // the Framer's second budget (its trailer fields'): the list size, 0 once Truncated
 	sawRegular bool   // a regular field was emitted: no pseudo-header field may follow (§8.3)
 	invalid    bool   // a field failed a check: the stream is malformed
 }
 
 func newFieldBlock(maxListSize uint32) *fieldBlock {
-	b := &fieldBlock{}
+	b := &fieldBlock{maxList: maxListSize}
 	b.dec = hpack.NewDecoder(4096, b.emit) // §6.5.2: SETTINGS_HEADER_TABLE_SIZE's initial value
 	b.dec.SetMaxStringLength(int(maxListSize))
 	return b
@@ -64,7 +64,7 @@ func (b *fieldBlock) emit(hf hpack.HeaderField) {
 	}
 	if size := hf.Size(); size > b.remain {
 		b.dec.SetEmitEnabled(false)
-		b.Truncated, b.remain, b.spare = true, 0, 0
+		b.Truncated, b.remain = true, 0
 		return
 	}
 	b.remain -= hf.Size()
@@ -89,24 +89,24 @@ func validWireName(name string) bool {
 
 // readBlock decodes the field section that hf starts, reading its
 // CONTINUATION frames from fr (the Framer's ReadFrameHeader has checked
-// that they follow hf on its stream, §6.10). maxListSize is our
-// SETTINGS_MAX_HEADER_LIST_SIZE. Errors, as the Framer's: a fragment
+// that they follow hf on its stream, §6.10), within the list size the
+// block was made with (newFieldBlock). Errors, as the Framer's: a fragment
 // larger than twice the list size left, or any fragment after the block
 // turned malformed, is a connection error PROTOCOL_ERROR; an HPACK
 // decoding error a connection error COMPRESSION_ERROR (RFC 7541 §2.3,
 // RFC 9113 §4.3); a malformed block (fields above, pseudo-header fields
 // repeated, unknown or of requests and responses mixed, §8.3) a stream
 // error PROTOCOL_ERROR. A read error is returned as is.
-func (b *fieldBlock) readBlock(fr *http2.Framer, hf *http2.HeadersFrame, maxListSize uint32) error {
+func (b *fieldBlock) readBlock(fr *http2.Framer, hf *http2.HeadersFrame) error {
 	b.HeadersFrame, b.Fields, b.Truncated = hf, b.Fields[:0], false
-	b.remain, b.spare, b.sawRegular, b.invalid = maxListSize, maxListSize, false, false
+	b.remain, b.sawRegular, b.invalid = b.maxList, false, false
 	b.dec.SetEmitEnabled(true)
 	frag, ended := hf.HeaderBlockFragment(), hf.HeadersEnded()
 	for {
 		// "Too much" (the Framer's rule): a fragment more than twice the
 		// list size still allowed, counted as the Framer counts it (its
 		// header and trailer budgets), which is 0 once Truncated.
-		if int64(len(frag)) > 2*(int64(b.remain)+int64(b.spare)) {
+		if int64(len(frag)) > 2*(int64(b.remain)+int64(b.spare())) {
 			return http2.ConnectionError(http2.ErrCodeProtocol)
 		}
 		if b.invalid {
@@ -161,4 +161,13 @@ func (b *fieldBlock) pseudoValid() bool {
 		}
 	}
 	return !(request && response)
+}
+
+// spare is the Framer's second budget (its trailer fields'): the list
+// size, 0 once Truncated.
+func (b *fieldBlock) spare() uint32 {
+	if b.Truncated {
+		return 0
+	}
+	return b.maxList
 }

@@ -80,7 +80,7 @@ func TestReadBlockAsFramer(t *testing.T) {
 			}
 			f, oerr := ofr.ReadFrameForHeader(fh)
 			if oerr == nil {
-				oerr = b.readBlock(ofr, f.(*http2.HeadersFrame), maxList)
+				oerr = b.readBlock(ofr, f.(*http2.HeadersFrame))
 			}
 
 			if kind(xerr) != kind(oerr) {

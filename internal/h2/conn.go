@@ -258,7 +258,7 @@ func (c *conn) serve() {
 			}
 			f, err = c.fr.ReadFrameForHeader(fh)
 			if hf, ok := f.(*http2.HeadersFrame); ok && err == nil {
-				err = c.blk.readBlock(c.fr, hf, c.fr.MaxHeaderListSize)
+				err = c.blk.readBlock(c.fr, hf)
 				if se, ok := err.(http2.StreamError); ok {
 					err = c.malformedBlockError(se)
 				}
