@@ -395,15 +395,17 @@ func (st *stream) writeHead(w *ResponseWriter, status int, contentType string, h
 	if cap(low) < need {
 		low = make([]byte, 0, need)
 	}
-	if server != "" {
+	// value appends v to low and returns it as a field value of its own.
+	value := func(v string) []byte {
 		start := len(low)
-		low = append(low, server...)
-		fs = append(fs, Field{Name: nameServer, Value: low[start:len(low):len(low)]})
+		low = append(low, v...)
+		return low[start:len(low):len(low)]
+	}
+	if server != "" {
+		fs = append(fs, Field{Name: nameServer, Value: value(server)})
 	}
 	if contentType != "" {
-		start := len(low)
-		low = append(low, contentType...)
-		fs = append(fs, Field{Name: nameContentType, Value: low[start:len(low):len(low)]})
+		fs = append(fs, Field{Name: nameContentType, Value: value(contentType)})
 	}
 	for _, block := range [2][]byte{st.s.ExtraHeader, header} {
 		for len(block) > 0 {
